@@ -1,0 +1,187 @@
+"""Embedded llama.cpp models through llama-cpp-python: `llamacpp:default`, `llamacpp:PATH.gguf`.
+
+Prompts are formatted with the model's own chat template (read from the GGUF), or as plain
+text for base models without one. Generate mode decodes greedily. Logprobs mode evaluates the
+prompt plus the answer prefix once and reads the next-token logits of the label tokens: no
+sampling, no full-vocabulary logits for every position. Both modes reuse the longest token
+prefix shared with the previous call, which is why the engine orders calls by prompt text.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import JudgeblenderError, require
+from ..store.calls import sha256_file
+from .base import Backend, CallRequest, CallResult, Message, normalise_choice_probs
+from .packaged_models import PACKAGED, ensure_model
+
+DEFAULT_CTX = 4096
+
+
+class LlamaCppBackend(Backend):
+    kind = "llamacpp"
+    supports_logprobs = True
+    max_concurrency = 1  # one model, one KV cache: calls are serialised
+
+    def __init__(self, path: str | Path, name: str | None = None, sha256: str | None = None,
+                 n_threads: int | None = None, n_ctx: int = DEFAULT_CTX, n_batch: int = 512, verbose: bool = False):
+        llama_cpp = require("llama_cpp", "local", "the llamacpp: backend")
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.path = Path(path)
+        if not self.path.exists():
+            raise JudgeblenderError(f"{self.path}: no such GGUF file")
+        threads = n_threads or max(1, min(os.cpu_count() or 1, 8))
+        self.llm = llama_cpp.Llama(
+            model_path=str(self.path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+            n_batch=n_batch, logits_all=False, verbose=verbose,
+        )
+        self.model_name = name or self.path.name
+        self._sha256 = sha256
+        self._lock = threading.Lock()
+        self._n_vocab = self.llm.n_vocab()
+        self._choice_ids: dict[str, list[int]] = {}
+        self._evaluated = 0
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        self.bos_text = self._piece(self.llm.token_bos())
+        self.formatter = None
+        if template:
+            self.formatter = Jinja2ChatFormatter(
+                template=template, eos_token=self._piece(self.llm.token_eos()), bos_token=self.bos_text,
+                add_generation_prompt=True,
+            )
+
+    def _piece(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self.llm.detokenize([token], special=True).decode("utf-8", errors="ignore")
+
+    # -- identity and sizes ---------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        if self._sha256 is None:
+            self._sha256 = sha256_file(self.path)
+        return {"backend": "llamacpp", "model": self.model_name, "sha256": self._sha256}
+
+    def context_tokens(self) -> int | None:
+        return self.llm.n_ctx()
+
+    def count_tokens(self, text: str) -> int | None:
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    # -- prompt formatting ----------------------------------------------------------
+    def format_prompt(self, messages: tuple[Message, ...]) -> str:
+        if self.formatter is not None:
+            return self.formatter(messages=[{"role": m.role, "content": m.content} for m in messages]).prompt
+        # A base model has no chat roles: the instructions, then the answer follows.
+        return "\n\n".join(m.content for m in messages) + "\n\n"
+
+    def _tokens(self, text: str) -> list[int]:
+        has_bos = bool(self.bos_text) and text.startswith(self.bos_text)
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=not has_bos, special=True)
+
+    def _token_ids(self, choice: str) -> list[int]:
+        """Single tokens that spell the choice, with or without a leading space."""
+        if choice not in self._choice_ids:
+            ids = set()
+            for variant in (choice, " " + choice):
+                toks = self.llm.tokenize(variant.encode("utf-8"), add_bos=False, special=False)
+                if len(toks) == 1:
+                    ids.add(toks[0])
+            if not ids:
+                raise JudgeblenderError(f"{self.model_name}: the answer {choice!r} is not a single token")
+            self._choice_ids[choice] = sorted(ids)
+        return self._choice_ids[choice]
+
+    # -- calls ----------------------------------------------------------------------
+    def execute(self, request: CallRequest) -> CallResult:
+        prompt = self.format_prompt(request.messages)
+        with self._lock:
+            started = time.perf_counter()
+            if request.mode == "logprobs":
+                result = self._score(prompt + request.answer_prefix, request.choices)
+            else:
+                result = self._generate(prompt, request)
+            result.latency_s = time.perf_counter() - started
+        return result
+
+    def _generate(self, prompt: str, request: CallRequest) -> CallResult:
+        tokens = self._tokens(prompt)
+        out = self.llm.create_completion(
+            prompt=tokens, max_tokens=request.max_tokens, temperature=request.temperature,
+            seed=request.seed, top_k=0 if request.temperature == 0 else 40, repeat_penalty=1.0,
+        )
+        usage = out.get("usage", {})
+        return CallResult(text=out["choices"][0]["text"], tokens_in=usage.get("prompt_tokens", len(tokens)),
+                          tokens_out=usage.get("completion_tokens", 0))
+
+    def _eval_logprobs(self, tokens: list[int]) -> np.ndarray:
+        """Log-probabilities of the next token after `tokens`, reusing the cached prefix."""
+        llm = self.llm
+        cached = llm.input_ids[: llm.n_tokens]
+        prefix = 0
+        limit = min(len(cached), len(tokens))
+        while prefix < limit and cached[prefix] == tokens[prefix]:
+            prefix += 1
+        prefix = min(prefix, len(tokens) - 1)  # evaluate at least one token to get fresh logits
+        llm.n_tokens = prefix  # eval() drops the KV cache beyond this point
+        llm.eval(tokens[prefix:])
+        self._evaluated += len(tokens) - prefix
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(self._n_vocab,)).astype(np.float64)
+        top = logits.max()
+        return logits - (top + math.log(np.exp(logits - top).sum()))
+
+    def _score(self, text: str, choices: tuple[str, ...]) -> CallResult:
+        """P(choice | prompt + prefix), summed over the two ways a tokenizer spells it after a
+        prefix with no trailing space: the choice's own token (" 2" or "2"), or a lone space
+        token followed by the choice's token. Most tokenizers split digits from spaces, so
+        "score: 2" is ":", " ", "2" and the second path carries nearly all the mass."""
+        self._evaluated = 0
+        tokens = self._tokens(text)
+        logp = self._eval_logprobs(tokens)
+        direct = {c: max(logp[i] for i in self._token_ids(c)) for c in choices}
+        space = self._space_token()
+        if space is not None and text and not text[-1].isspace():
+            via_space = self._eval_logprobs(tokens + [space])
+            space_lp = logp[space]
+            for c in choices:
+                other = space_lp + max(via_space[i] for i in self._token_ids(c))
+                direct[c] = float(np.logaddexp(direct[c], other))
+        probs, mass = normalise_choice_probs({c: float(v) for c, v in direct.items()})
+        return CallResult(text=max(probs, key=probs.get), probs=probs, choice_mass=mass,
+                          tokens_in=len(tokens), tokens_out=0, extra={"evaluated_tokens": self._evaluated})
+
+    def _space_token(self) -> int | None:
+        toks = self.llm.tokenize(b" ", add_bos=False, special=False)
+        return toks[0] if len(toks) == 1 else None
+
+    def close(self) -> None:
+        self.llm.close() if hasattr(self.llm, "close") else None
+
+
+_LOADED: dict[tuple, LlamaCppBackend] = {}
+
+
+def create(model: str, n_threads: int | None = None, n_ctx: int = DEFAULT_CTX, **_: Any) -> LlamaCppBackend:
+    """`default` / `qwen2.5-coder-0.5b` / `gemma-270m` are the packaged models; else a GGUF path.
+
+    One loaded model per process and settings: judges sharing a model share its memory.
+    """
+    key = (model, n_threads, n_ctx)
+    if key in _LOADED:
+        return _LOADED[key]
+    if model in PACKAGED:
+        packaged = PACKAGED[model]
+        backend = LlamaCppBackend(ensure_model(model), name=packaged.name, sha256=packaged.sha256,
+                                  n_threads=n_threads, n_ctx=n_ctx)
+    else:
+        backend = LlamaCppBackend(model, n_threads=n_threads, n_ctx=n_ctx)
+    _LOADED[key] = backend
+    return backend

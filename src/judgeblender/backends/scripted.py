@@ -1,0 +1,101 @@
+"""A scripted model FOR TESTS AND EXAMPLES ONLY: canned answers keyed by the prompt.
+
+Rules are tried in order; the first whose `contains` text occurs in the prompt (system and
+user messages joined) answers. A rule gives `output` (generate mode) and optionally `probs`
+(logprobs mode, a distribution over the step's choices). A queue, when given, answers calls
+in order before any rule. Every request is recorded in `calls` for assertions.
+Model string: `scripted:PATH.json` with {"rules": [...], "default": "...", "logprobs": true}.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendError, InputError
+from .base import Backend, CallRequest, CallResult, LogprobsUnsupported, normalise_choice_probs
+
+
+class ScriptedBackend(Backend):
+    kind = "scripted"
+
+    def __init__(
+        self,
+        rules: list[dict[str, Any]] | None = None,
+        queue: list[Any] | None = None,
+        default: str | None = None,
+        logprobs: bool = True,
+        name: str = "scripted",
+        delay_s: float = 0.0,
+        concurrency: int = 1,
+    ):
+        self.rules = list(rules or [])
+        self.queue: deque = deque(queue or [])
+        self.default = default
+        self.supports_logprobs = logprobs
+        self.model_name = name
+        self.delay_s = delay_s
+        self.max_concurrency = concurrency
+        self.calls: list[CallRequest] = []
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "scripted", "model": self.model_name, "rules": self.rules, "default": self.default}
+
+    def _answer(self, prompt: str) -> dict[str, Any]:
+        if self.queue:
+            item = self.queue.popleft()
+            return item if isinstance(item, dict) else {"output": item}
+        for rule in self.rules:
+            if rule.get("contains", "") in prompt:
+                return rule
+        if self.default is not None:
+            return {"output": self.default}
+        raise BackendError(f"scripted model {self.model_name!r} has no answer for this prompt: {prompt[:80]!r}")
+
+    def execute(self, request: CallRequest) -> CallResult:
+        self.calls.append(request)
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        prompt = "\n".join(m.content for m in request.messages) + request.answer_prefix
+        answer = self._answer(prompt)
+        if isinstance(answer.get("raise"), str):
+            raise BackendError(answer["raise"])
+        tokens_in = len(prompt.split())
+        if request.mode == "generate":
+            text = str(answer.get("output", ""))
+            return CallResult(text=text, tokens_in=tokens_in, tokens_out=len(text.split()))
+        if not self.supports_logprobs:
+            raise LogprobsUnsupported("this scripted model has no logprobs")
+        if "probs" in answer:
+            logps = {c: _log(answer["probs"].get(c, 0.0)) for c in request.choices}
+        else:
+            out = str(answer.get("output", "")).strip()
+            logps = {c: (0.0 if c == out else float("-inf")) for c in request.choices}
+        probs, mass = normalise_choice_probs(logps)
+        best = max(probs, key=probs.get) if mass > 0 else ""
+        return CallResult(text=best, probs=probs if mass > 0 else None, choice_mass=mass, tokens_in=tokens_in)
+
+
+def _log(p: float) -> float:
+    import math
+
+    return math.log(p) if p > 0 else float("-inf")
+
+
+def create(path: str, **options: Any) -> ScriptedBackend:
+    try:
+        spec = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, None, "a scripted-model JSON file", "no such file") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(path, exc.lineno, "valid JSON", exc.msg) from None
+    return ScriptedBackend(
+        rules=spec.get("rules"),
+        default=spec.get("default"),
+        logprobs=spec.get("logprobs", True),
+        name=spec.get("name", Path(path).stem),
+        delay_s=float(spec.get("delay_s", 0.0)),
+    )

@@ -1,0 +1,49 @@
+"""The `judgeblender` command: nouns and verbs, each command in its own module.
+
+Every module listed in COMMAND_MODULES defines `register(app)`, which adds its commands.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import import_module
+
+import typer
+
+from ..errors import JudgeblenderError
+from .console import err_console
+
+app = typer.Typer(
+    name="judgeblender",
+    help="Relevance judgments with juries of LLM judges, and how far they can be trusted.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+COMMAND_MODULES = ["judge", "prompts", "demo"]
+
+for _name in COMMAND_MODULES:
+    import_module(f"{__name__}.{_name}").register(app)
+
+
+def main() -> None:
+    """Entry point: user-facing errors become one line on stderr and exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except JudgeblenderError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except (typer.Exit, SystemExit) as exc:
+        code = getattr(exc, "exit_code", getattr(exc, "code", 0))
+        sys.exit(code or 0)
+    except typer.Abort:
+        err_console.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

@@ -1,0 +1,96 @@
+"""`judgeblender blend`: several judges' qrels (or a details file) -> one blended qrels file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..blend import METHODS, TIE_RULES, Blender, load_ballots
+from ..pairs.qrels import write_qrels
+from .console import console, err_console
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """`a=2,b=0.5` -> {"a": 2.0, "b": 0.5}; a name given twice is an error, not an override."""
+    weights: dict[str, float] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, sep, value = item.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            number = float(value)
+        except ValueError:
+            raise typer.BadParameter(f"expected NAME=NUMBER, got {item!r}", param_hint="--weights") from None
+        if name in weights:
+            raise typer.BadParameter(f"weight given twice for {name}", param_hint="--weights")
+        weights[name] = number
+    return weights
+
+
+def parse_thresholds(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(s) for s in text.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"expected numbers separated by commas, got {text!r}", param_hint="--thresholds") from None
+
+
+def method_lines() -> list[str]:
+    width = max(map(len, [*METHODS, *TIE_RULES]))
+    lines = ["methods (--method):"]
+    for m in METHODS.values():
+        notes = [n for n, on in (("needs --weights", m.needs_weights), ("uses --tie", m.uses_tie),
+                                  ("uses probabilities", m.uses_probs), ("uses --thresholds", m.uses_thresholds),
+                                  (f"needs the [{m.extra}] extra", bool(m.extra))) if on]
+        lines.append(f"  {m.name:<{width}}  {m.rule}" + (f" ({'; '.join(notes)})" if notes else ""))
+    lines.append("tie rules (--tie):")
+    lines.extend(f"  {name:<{width}}  {rule}" for name, rule in TIE_RULES.items())
+    return lines
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("blend")
+    def blend_command(
+        judges: list[str] = typer.Argument(
+            None, help="One qrels file per judge; the judge id is the file name (e.g. sun.qrels -> sun), "
+                       "or NAME in NAME=PATH. A pair missing from a file: that judge abstained."),
+        method: str = typer.Option("mv", "--method", "-m", help="Aggregator; see --list."),
+        tie: str = typer.Option("avg", "--tie", help="Tie rule for methods that can tie: " + ", ".join(TIE_RULES)),
+        seed: int = typer.Option(0, "--seed", help="Seed of the run's one generator (random tie rule)."),
+        weights: str = typer.Option(None, "--weights", help="NAME=W,... one weight per judge (method weighted)."),
+        thresholds: str = typer.Option(None, "--thresholds", help="T1,T2,T3 cut points (method prob-expected); default 0.5,1.5,2.5."),
+        details: list[Path] = typer.Option(None, "--details", help="JSONL file with per-judge labels and probabilities; repeatable."),
+        invalid_labels: str = typer.Option(
+            "error", "--invalid-labels", help="A qrels label outside 0..3: 'error' stops, 'abstain' counts the judge as abstaining."),
+        out: Path = typer.Option(None, "--out", "-o", help="Blended qrels to write (atomically)."),
+        list_methods: bool = typer.Option(False, "--list", "--methods", help="List the methods and tie rules, and exit."),
+    ) -> None:
+        """Blend several judges' labels into one label per pair."""
+        if list_methods:
+            for line in method_lines():
+                console.print(line, markup=False, soft_wrap=True)
+            return
+        if not judges and not details:
+            raise typer.BadParameter("give qrels files or --details", param_hint="JUDGES")
+        if out is None:
+            raise typer.BadParameter("where to write the blended qrels", param_hint="--out")
+        if invalid_labels not in ("error", "abstain"):
+            raise typer.BadParameter("'error' or 'abstain'", param_hint="--invalid-labels")
+        try:
+            blender = Blender(
+                method, tie=tie, seed=seed,
+                weights=parse_weights(weights) if weights is not None else None,
+                **({"thresholds": parse_thresholds(thresholds)} if thresholds is not None else {}),
+            )
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        table = load_ballots(judges or [], details or [], invalid_labels=invalid_labels)
+        try:
+            result = blender.blend(table)
+        except ValueError as exc:  # weights that do not match the jury read from the files
+            raise typer.BadParameter(str(exc), param_hint="--weights") from None
+        qrels = result.qrels()
+        write_qrels(out, qrels)
+        for line in result.summary_lines():
+            err_console.print(line, markup=False, soft_wrap=True)
+        err_console.print(f"wrote {out} ({sum(map(len, qrels.values()))} pairs)", markup=False, soft_wrap=True)

@@ -1,0 +1,103 @@
+"""`judgeblender judge`: judge (query, passage) pairs and write qrels plus details."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from ..judges import Judge, JudgeSpec, judge_pairs, summary_rows
+from ..judges.outputs import final_labels, write_details, write_qrels_file
+from ..pairs import read_corpus, read_pairs, read_queries
+from ..store import CallStore
+from .console import console, err_console
+from .progress import RichReporter
+
+
+def backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens) -> dict:
+    opts = {"n_threads": threads, "base_url": base_url, "api_key_env": api_key_env,
+            "concurrency": concurrency, "timeout_s": timeout, "context_tokens": context_tokens}
+    return {k: v for k, v in opts.items() if v is not None}
+
+
+def print_summary(run, skipped_note: bool = True) -> None:
+    table = Table(title="judging summary", title_justify="left")
+    for col in ("judge", "judged", "unjudged", "invalid rate", "retries", "calls made", "cached", "truncated", "seconds"):
+        table.add_column(col, justify="left" if col == "judge" else "right")
+    for row in summary_rows(run):
+        table.add_row(row["judge"], str(row["judged"]), str(row["unjudged"]), f"{row['invalid_rate']:.1%}",
+                      str(row["retries"]), str(row["calls_made"]), str(row["cache_hits"]), str(row["truncated"]),
+                      f"{row['seconds']:.1f}")
+    err_console.print(table)
+    for stats in run.stats.values():
+        if stats.fallback:
+            err_console.print(f"[yellow]fallback[/] {stats.judge_id}: {stats.fallback}")
+        for reason, n in stats.unjudged.most_common():
+            err_console.print(f"[yellow]unjudged[/] {stats.judge_id}: {n} pairs: {reason}")
+    if skipped_note and run.skipped:
+        err_console.print(f"[yellow]skipped[/] {len(run.skipped)} pairs with a missing query or passage "
+                          f"(first: {', '.join(f'{p.qid}/{p.docid}' for p, _ in run.skipped[:5])})")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def judge(
+        queries: Path = typer.Option(..., "--queries", "-q", help="Queries TSV: id<TAB>text (gzip ok)."),
+        corpus: Path = typer.Option(..., "--corpus", "-c", help="Passages JSONL: docid/text, id/contents or doc_id/text."),
+        pairs: Path = typer.Option(..., "--pairs", "-p", help="Pairs: qrels, TREC run, or 'qid docid' TSV."),
+        out: Path = typer.Option(..., "--out", "-o", help="Output qrels of the judged pairs."),
+        model: str = typer.Option("llamacpp:default", "--judge", "-j", help="Model string, e.g. llamacpp:default, llamacpp:PATH.gguf, openai:MODEL, hf:PATH."),
+        prompt: str = typer.Option("umbrela", "--prompt", help="Prompt template name or .toml path (see `judgeblender prompts list`)."),
+        mode: str = typer.Option("generate", "--mode", "-m", help="generate (parse text) or logprobs (score label tokens)."),
+        store_path: Path = typer.Option(Path("judgments.sqlite"), "--store", help="SQLite store of every call (re-runs reuse it)."),
+        details: Optional[Path] = typer.Option(None, "--details", help="Per-pair details JSONL [default: OUT.details.jsonl]."),
+        pairs_format: str = typer.Option("auto", "--pairs-format", help="auto, qrels, run or tsv."),
+        depth: Optional[int] = typer.Option(None, "--depth", help="With a run file: judge its top-k per query."),
+        limit: Optional[int] = typer.Option(None, "--limit", help="Judge only the first N pairs."),
+        skip_missing: bool = typer.Option(False, "--skip-missing", help="Judge the pairs that can be, report the ones whose query or passage is missing."),
+        allow_fallback: bool = typer.Option(False, "--allow-fallback", help="Let logprobs mode fall back to generate when a model cannot score (recorded)."),
+        invalid_policy: str = typer.Option("retry-once", "--invalid", help="retry-once (then unjudged) or no-retry."),
+        seed: int = typer.Option(0, "--seed"),
+        threads: Optional[int] = typer.Option(None, "--threads", help="llama.cpp / torch CPU threads."),
+        base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL (or $OPENAI_BASE_URL)."),
+        api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable holding the API key [OPENAI_API_KEY]."),
+        concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Requests in flight for served models."),
+        timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-request timeout in seconds for served models."),
+        context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="Model context size, to truncate long passages."),
+        panel: Optional[str] = typer.Option(None, "--panel", help="A panel preset or panel .toml: several judges blended."),
+        redact: bool = typer.Option(False, "--redact", help="Do not keep prompt texts (passages) in the store."),
+        progress: bool = typer.Option(True, "--progress/--no-progress"),
+        json_summary: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
+    ) -> None:
+        """Judge (query, passage) pairs with an LLM judge (or a panel) and write qrels."""
+        query_map = read_queries(queries)
+        pair_list = read_pairs(pairs, pairs_format, depth)
+        if limit is not None:
+            pair_list = pair_list[:limit]
+        passages = read_corpus(corpus, wanted={p.docid for p in pair_list})
+        opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
+        if panel:
+            from .panel_run import run_panel
+
+            run_panel(panel, pair_list, query_map, passages, out, details, store_path, opts, mode, seed,
+                      allow_fallback, invalid_policy, skip_missing, redact, progress, json_summary,
+                      str(queries), str(corpus))
+            return
+        spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=allow_fallback,
+                         invalid_policy=invalid_policy, seed=seed)
+        judge_obj = Judge(spec)
+        with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
+            run = judge_pairs([judge_obj], pair_list, query_map, passages, store, reporter, skip_missing)
+        judge_obj.close()
+        labels = final_labels(run)
+        n = write_qrels_file(out, run, labels)
+        details_path = details or out.with_name(out.name + ".details.jsonl")
+        write_details(details_path, run, labels)
+        print_summary(run)
+        err_console.print(f"wrote {n} judgments to {out} and details to {details_path}")
+        if json_summary:
+            console.print_json(json.dumps({"qrels": str(out), "details": str(details_path),
+                                           "judges": summary_rows(run), "skipped": len(run.skipped)}))

@@ -1,0 +1,66 @@
+"""Errors that users see. Each names what was wrong and where, never a bare traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class JudgeblenderError(Exception):
+    """Base class: the CLI prints these as one clean message and exits non-zero."""
+
+
+class InputError(JudgeblenderError):
+    """Malformed input: names the file, the line (1-based) and what was expected."""
+
+    def __init__(self, path: str | Path, line: int | None, expected: str, got: str | None = None):
+        self.path = str(path)
+        self.line = line
+        self.expected = expected
+        self.got = got
+        where = f"{self.path}:{line}" if line else self.path
+        msg = f"{where}: expected {expected}"
+        if got is not None:
+            shown = got if len(got) <= 120 else got[:117] + "..."
+            msg += f", got {shown!r}"
+        super().__init__(msg)
+
+
+class MissingItemsError(JudgeblenderError):
+    """Pairs reference queries or passages that the inputs do not contain."""
+
+    def __init__(self, kind: str, missing: list[str], total: int, source: str):
+        self.kind = kind
+        self.missing = missing
+        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        super().__init__(
+            f"{len(missing)} of {total} pairs reference a {kind} missing from {source} "
+            f"(first: {shown}); pass --skip-missing to judge the rest and report them"
+        )
+
+
+class MissingExtraError(JudgeblenderError):
+    """An optional dependency is not installed: names the extra that provides it."""
+
+    def __init__(self, module: str, extra: str, what: str):
+        super().__init__(
+            f"{what} needs the Python package '{module}', which is not installed. "
+            f"Install it with: pip install 'judgeblender[{extra}]'"
+        )
+
+
+class TemplateError(JudgeblenderError):
+    """A prompt template file is malformed, or rendering lacks a variable."""
+
+
+class BackendError(JudgeblenderError):
+    """A model backend failed in a way retries did not fix."""
+
+
+def require(module: str, extra: str, what: str):
+    """Import an optional module or raise an error naming the extra to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise MissingExtraError(module, extra, what) from exc

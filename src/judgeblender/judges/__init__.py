@@ -1,0 +1,10 @@
+"""Stage 2: judges (model + prompt + scoring mode) and the engine that runs them over pairs."""
+
+from .engine import JudgeRun, JudgeStats, judge_pairs, judge_pairs_async, resolve_pairs, summary_rows
+from .judge import Judge, JudgeSpec
+from .judgment import Judgment, StepOutcome
+
+__all__ = [
+    "Judge", "JudgeRun", "JudgeSpec", "JudgeStats", "Judgment", "StepOutcome", "judge_pairs",
+    "judge_pairs_async", "resolve_pairs", "summary_rows",
+]

@@ -1,0 +1,303 @@
+"""Judge many pairs with one or more judges.
+
+Work runs in waves, one per template step: every pending pair's step-k call is issued before
+any step-(k+1) call. Within a wave, stored answers are reused first; the remaining calls are
+sorted by their prompt text, so consecutive calls share the longest prefix (llama.cpp reuses
+it, and served prefix caches hit), and run with the backend's concurrency. Each finished call
+is written to the store before it counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..backends.base import CallRequest, CallResult, LogprobsUnsupported, Message
+from ..errors import BackendError, JudgeblenderError, MissingItemsError
+from ..pairs import Pair
+from ..parse import parse_grade, parse_yesno
+from ..prompts import Step
+from ..store import CallStore, call_key
+from .judge import Judge
+from .judgment import Judgment, StepOutcome
+from .truncate import passage_budget, truncate_passage
+
+RETRY_TEMPERATURE = 0.5  # a retry of an invalid answer samples, else it would repeat itself
+
+
+class Reporter(Protocol):
+    def wave(self, label: str, total: int) -> None: ...
+    def advance(self, invalid: bool) -> None: ...
+    def end_wave(self) -> None: ...
+
+
+class SilentReporter:
+    def wave(self, label: str, total: int) -> None:
+        pass
+
+    def advance(self, invalid: bool) -> None:
+        pass
+
+    def end_wave(self) -> None:
+        pass
+
+
+@dataclass
+class JudgeStats:
+    judge_id: str
+    pairs: int = 0
+    judged: int = 0
+    unjudged: Counter = field(default_factory=Counter)  # reason -> pairs
+    calls_made: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    invalid_outputs: int = 0  # answers that did not parse, retried or not
+    truncated: int = 0
+    fallback: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def invalid_rate(self) -> float:
+        total = self.calls_made + self.cache_hits
+        return self.invalid_outputs / total if total else 0.0
+
+
+@dataclass
+class JudgeRun:
+    pairs: list[Pair]
+    judgments: dict[str, dict[Pair, Judgment]]  # judge id -> pair -> judgment
+    stats: dict[str, JudgeStats]
+    skipped: list[tuple[Pair, str]] = field(default_factory=list)  # pairs not judged at all, and why
+
+
+@dataclass
+class _PairState:
+    pair: Pair
+    values: dict[str, str]
+    judgment: Judgment
+    done: bool = False
+
+
+def resolve_pairs(
+    pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str], skip_missing: bool = False,
+    queries_source: str = "the queries", corpus_source: str = "the corpus",
+) -> tuple[list[Pair], list[tuple[Pair, str]]]:
+    """Split pairs into judgeable ones and those missing a query or passage."""
+    pairs = list(dict.fromkeys(pairs))
+    no_query = [p for p in pairs if p.qid not in queries]
+    no_passage = [p for p in pairs if p.qid in queries and p.docid not in corpus]
+    if not skip_missing:
+        if no_query:
+            raise MissingItemsError("query", sorted({p.qid for p in no_query}), len(pairs), queries_source)
+        if no_passage:
+            raise MissingItemsError("passage", [p.docid for p in no_passage], len(pairs), corpus_source)
+    skipped = [(p, "query missing") for p in no_query] + [(p, "passage missing") for p in no_passage]
+    missing = {p for p, _ in skipped}
+    return [p for p in pairs if p not in missing], skipped
+
+
+def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int) -> CallRequest:
+    system, user = judge.template.render_step(step, values)
+    messages = ((Message("system", system),) if system else ()) + (Message("user", user),)
+    seed = judge.spec.seed + attempt
+    temperature = 0.0 if attempt == 0 else RETRY_TEMPERATURE
+    if judge.mode == "logprobs" and step.output != "text":
+        return CallRequest(messages, mode="logprobs", max_tokens=1, temperature=0.0, seed=seed,
+                           answer_prefix=step.answer_prefix or "", choices=step.choices(judge.template.scale))
+    return CallRequest(messages, mode="generate", max_tokens=step.max_tokens, temperature=temperature, seed=seed)
+
+
+def interpret(step: Step, scale: list[int], request: CallRequest, result: CallResult) -> StepOutcome:
+    """Read a step's answer: a label, a yes/no (1/0), a text, or invalid with the reason."""
+    if request.mode == "logprobs":
+        if not result.probs or not result.choice_mass:
+            return StepOutcome(step.id, result.text, None, "no probability on any answer token",
+                               result.probs, result.choice_mass)
+        best = max(result.probs, key=result.probs.get)
+        value: int | None = (1 if best == "Yes" else 0) if step.output == "yesno" else int(best)
+        return StepOutcome(step.id, result.text, value, None, result.probs, result.choice_mass)
+    if step.output == "text":
+        text = result.text.strip()
+        return StepOutcome(step.id, result.text, text or None, None if text else "empty output")
+    parsed = parse_yesno(result.text) if step.output == "yesno" else parse_grade(result.text, step.labels or scale)
+    return StepOutcome(step.id, result.text, parsed.label, parsed.invalid_reason)
+
+
+async def _run_calls(
+    judge: Judge, requests: list[tuple[_PairState, Step, CallRequest]], store: CallStore | None,
+    reporter: Reporter, stats: JudgeStats,
+) -> list[tuple[_PairState, StepOutcome | None, str | None]]:
+    """Answer each request from the store or the model. Returns (state, outcome, backend error)."""
+    identity = judge.backend.identity()
+    scale = judge.template.scale
+    results: dict[int, tuple[StepOutcome | None, str | None]] = {}
+    misses: list[int] = []
+    for i, (_, step, req) in enumerate(requests):
+        hit = store.get(call_key(identity, req)) if store else None
+        if hit is None:
+            misses.append(i)
+            continue
+        outcome = interpret(step, scale, req, hit.result)
+        outcome.cached, outcome.attempt = True, req.seed - judge.spec.seed
+        results[i] = (outcome, None)
+        stats.cache_hits += 1
+        stats.invalid_outputs += outcome.value is None
+    # Sorting by prompt text puts prompts with long common prefixes next to each other.
+    misses.sort(key=lambda i: [m.content for m in requests[i][2].messages])
+    sem = asyncio.Semaphore(max(1, judge.backend.max_concurrency))
+    reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(misses))
+
+    async def call(i: int) -> None:
+        _, step, req = requests[i]
+        async with sem:
+            try:
+                result = await judge.backend.aexecute(req)
+            except BackendError as exc:
+                results[i] = (None, str(exc))
+                reporter.advance(True)
+                return
+        outcome = interpret(step, scale, req, result)
+        outcome.attempt = req.seed - judge.spec.seed
+        if store:
+            parsed = {"value": outcome.value, "invalid_reason": outcome.invalid_reason}
+            store.put(call_key(identity, req), judge.backend.kind, identity, req, result, parsed)
+        stats.calls_made += 1
+        stats.invalid_outputs += outcome.value is None
+        results[i] = (outcome, None)
+        reporter.advance(outcome.value is None)
+
+    try:
+        await asyncio.gather(*(call(i) for i in misses))
+    finally:
+        reporter.end_wave()
+    return [(requests[i][0], *results[i]) for i in range(len(requests))]
+
+
+def _finish(state: _PairState, judge: Judge, outcome: StepOutcome) -> None:
+    """Set the judgment's label (and distribution, in logprobs mode) from a final label step."""
+    j = state.judgment
+    j.label = int(outcome.value)  # type: ignore[arg-type]
+    if outcome.probs is not None:
+        scale = judge.template.scale
+        j.probs = {str(level): float(outcome.probs.get(str(level), 0.0)) for level in scale}
+        j.expected = sum(level * j.probs[str(level)] for level in scale)
+    state.done = True
+
+
+async def _run_judge(
+    judge: Judge, items: list[tuple[Pair, str, str]], store: CallStore | None, reporter: Reporter
+) -> tuple[dict[Pair, Judgment], JudgeStats]:
+    stats = JudgeStats(judge.id, pairs=len(items), fallback=judge.fallback)
+    started = time.perf_counter()
+    budgets: dict[str, int | None] = {}
+    states = []
+    for pair, query, passage in items:
+        if pair.qid not in budgets:
+            budgets[pair.qid] = passage_budget(judge.template, judge.backend, query)
+        kept, cut = truncate_passage(passage, budgets[pair.qid], judge.backend)
+        stats.truncated += cut is not None
+        j = Judgment(judge.id, pair.qid, pair.docid, truncated=cut, fallback=judge.fallback)
+        states.append(_PairState(pair, {"query": query, "passage": kept}, j))
+
+    steps = judge.template.steps
+    retries_allowed = 1 if judge.spec.invalid_policy == "retry-once" else 0
+    for index, step in enumerate(steps):
+        pending = [(s, 0) for s in states if not s.done]
+        while pending:
+            requests = [(s, step, _request(judge, step, s.values, attempt)) for s, attempt in pending]
+            try:
+                answered = await _run_calls(judge, requests, store, reporter, stats)
+            except LogprobsUnsupported as exc:
+                judge._fall_back(str(exc) or "the server returned no logprobs")
+                stats.fallback = judge.fallback
+                for s in states:
+                    s.judgment.fallback = judge.fallback
+                continue
+            pending = []
+            for state, outcome, error in answered:
+                j = state.judgment
+                if outcome is None:
+                    j.invalid_reason = f"{step.id}: backend error: {error}"
+                    state.done = True
+                    continue
+                j.steps.append(outcome)
+                if outcome.value is None:
+                    if outcome.attempt < retries_allowed:
+                        stats.retries += 1
+                        pending.append((state, outcome.attempt + 1))
+                    else:
+                        j.invalid_reason = f"{step.id}: {outcome.invalid_reason}"
+                        state.done = True
+                    continue
+                if step.output == "text":
+                    state.values[step.id] = str(outcome.value)
+                elif step.output == "yesno":
+                    answer = "yes" if outcome.value == 1 else "no"
+                    state.values[step.id] = answer.capitalize()
+                    if answer in step.stop:
+                        j.label, j.stopped_at, state.done = step.stop[answer], step.id, True
+                else:
+                    state.values[step.id] = str(outcome.value)
+                    if index == len(steps) - 1:
+                        _finish(state, judge, outcome)
+    judgments = {}
+    for s in states:
+        j = s.judgment
+        if j.label is None and j.invalid_reason is None:  # a template whose last step is not a label
+            labels = [o for o in j.steps if isinstance(o.value, int) and o.step in
+                      {st.id for st in steps if st.output == "label"}]
+            if labels:
+                _finish(s, judge, labels[-1])
+            else:
+                j.invalid_reason = "no label step produced a label"
+        if j.label is None:
+            stats.unjudged[j.invalid_reason or "invalid"] += 1
+        else:
+            stats.judged += 1
+        judgments[s.pair] = j
+        if store:
+            store.put_judgment(judge.id, s.pair.qid, s.pair.docid, j.record())
+    stats.seconds = time.perf_counter() - started
+    return judgments, stats
+
+
+async def judge_pairs_async(
+    judges: Iterable[Judge], pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str],
+    store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
+) -> JudgeRun:
+    judges = list(judges)
+    ids = [j.id for j in judges]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise JudgeblenderError(f"two judges share the id {dupes[0]!r}: give each a distinct id")
+    ok, skipped = resolve_pairs(pairs, queries, corpus, skip_missing)
+    items = [(p, queries[p.qid], corpus[p.docid]) for p in ok]
+    reporter = reporter or SilentReporter()
+    run = JudgeRun(pairs=ok, judgments={}, stats={}, skipped=skipped)
+    for judge in judges:
+        run.judgments[judge.id], run.stats[judge.id] = await _run_judge(judge, items, store, reporter)
+    return run
+
+
+def judge_pairs(
+    judges: Iterable[Judge], pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str],
+    store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
+) -> JudgeRun:
+    """Synchronous entry point (notebooks, scripts, the CLI)."""
+    return asyncio.run(judge_pairs_async(judges, pairs, queries, corpus, store, reporter, skip_missing))
+
+
+def summary_rows(run: JudgeRun) -> list[dict[str, Any]]:
+    return [
+        {
+            "judge": s.judge_id, "pairs": s.pairs, "judged": s.judged, "unjudged": sum(s.unjudged.values()),
+            "invalid_outputs": s.invalid_outputs, "invalid_rate": round(s.invalid_rate, 4), "retries": s.retries,
+            "calls_made": s.calls_made, "cache_hits": s.cache_hits, "truncated": s.truncated,
+            "fallback": s.fallback, "seconds": round(s.seconds, 2),
+        }
+        for s in run.stats.values()
+    ]

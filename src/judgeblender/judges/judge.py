@@ -1,0 +1,61 @@
+"""A judge: one model, one prompt template, one scoring mode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends.base import Backend, Mode
+from ..backends.registry import create_backend
+from ..errors import JudgeblenderError
+from ..prompts import PromptTemplate, get_template
+
+INVALID_POLICIES = ("retry-once", "no-retry")
+
+
+@dataclass
+class JudgeSpec:
+    """How a judge is declared (CLI flags or a panel file)."""
+
+    model: str
+    prompt: str = "umbrela"
+    mode: Mode = "generate"
+    options: dict[str, Any] = field(default_factory=dict)
+    weight: float = 1.0
+    id: str | None = None
+    # Allow falling back from logprobs to generate when the model cannot score choices.
+    allow_fallback: bool = False
+    invalid_policy: str = "retry-once"
+    seed: int = 0
+
+
+class Judge:
+    def __init__(self, spec: JudgeSpec, backend: Backend | None = None, template: PromptTemplate | None = None):
+        if spec.mode not in ("generate", "logprobs"):
+            raise JudgeblenderError(f"unknown scoring mode {spec.mode!r}; use generate or logprobs")
+        if spec.invalid_policy not in INVALID_POLICIES:
+            raise JudgeblenderError(f"unknown invalid-output policy {spec.invalid_policy!r}; use {INVALID_POLICIES}")
+        self.spec = spec
+        self.template = template or get_template(spec.prompt)
+        self.backend = backend or create_backend(spec.model, **spec.options)
+        self.id = spec.id or f"{spec.model}/{self.template.name}/{spec.mode}"
+        self.mode: Mode = spec.mode
+        self.fallback: str | None = None
+        if spec.mode == "logprobs":
+            if not self.template.supports_logprobs:
+                self._fall_back(f"prompt {self.template.name!r} must generate an explanation before its label")
+            elif not self.backend.supports_logprobs:
+                self._fall_back(f"backend {self.backend.kind!r} cannot score label tokens")
+
+    def _fall_back(self, reason: str) -> None:
+        """Switch to generate mode, but only if the user allowed it; always recorded."""
+        if not self.spec.allow_fallback:
+            raise JudgeblenderError(
+                f"judge {self.id}: logprobs scoring is not possible ({reason}); "
+                "pass --allow-fallback to generate instead (the fallback is recorded)"
+            )
+        self.mode = "generate"
+        self.fallback = f"logprobs -> generate: {reason}"
+
+    def close(self) -> None:
+        self.backend.close()

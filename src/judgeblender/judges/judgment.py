@@ -1,0 +1,61 @@
+"""What one judge concluded about one pair, with everything needed to audit it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class StepOutcome:
+    step: str
+    raw: str
+    value: int | str | None  # label, 1/0 for yes/no, text for explanations; None when invalid
+    invalid_reason: str | None = None
+    probs: dict[str, float] | None = None
+    choice_mass: float | None = None
+    cached: bool = False
+    attempt: int = 0
+
+
+@dataclass
+class Judgment:
+    judge_id: str
+    qid: str
+    docid: str
+    label: int | None = None
+    probs: dict[str, float] | None = None  # over the template's scale, logprobs mode only
+    expected: float | None = None
+    invalid_reason: str | None = None
+    steps: list[StepOutcome] = field(default_factory=list)
+    truncated: dict[str, int] | None = None
+    fallback: str | None = None
+    stopped_at: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.label is not None
+
+    @property
+    def raw_output(self) -> str | None:
+        return self.steps[-1].raw if self.steps else None
+
+    @property
+    def reasoning(self) -> str | None:
+        texts = [s.value for s in self.steps if isinstance(s.value, str)]
+        return "\n\n".join(texts) if texts else None
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-able form written to the details file and the store."""
+        return {
+            "label": self.label,
+            "probs": self.probs,
+            "expected": self.expected,
+            "invalid_reason": self.invalid_reason,
+            "raw_output": self.raw_output,
+            "reasoning": self.reasoning,
+            "truncated": self.truncated,
+            "fallback": self.fallback,
+            "stopped_at": self.stopped_at,
+            "steps": [asdict(s) for s in self.steps],
+        }

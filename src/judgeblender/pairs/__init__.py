@@ -1,0 +1,12 @@
+"""Stage 1: the inputs. Queries, passages, qrels, runs, and the pairs to judge."""
+
+from .corpus import read_corpus
+from .pairs import Pair, read_pairs
+from .qrels import Qrels, read_qrels, write_qrels
+from .queries import read_queries
+from .runs import Run, read_run, read_runs_dir
+
+__all__ = [
+    "Pair", "Qrels", "Run", "read_corpus", "read_pairs", "read_qrels", "read_queries",
+    "read_run", "read_runs_dir", "write_qrels",
+]

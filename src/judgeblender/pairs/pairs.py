@@ -1,0 +1,60 @@
+"""Which (query, passage) pairs to judge: from qrels, a TREC run (top-k), or a `qid docid` TSV."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from .qrels import read_qrels
+from .runs import read_run
+from .textfile import iter_lines
+
+
+@dataclass(frozen=True, order=True)
+class Pair:
+    qid: str
+    docid: str
+
+
+FORMATS = ("auto", "qrels", "run", "tsv")
+
+
+def detect_format(path: str | Path) -> str:
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        n = len(line.split())
+        if n == 2:
+            return "tsv"
+        if n == 4:
+            return "qrels"
+        if n == 6:
+            return "run"
+        raise InputError(path, lineno, "2 columns (qid docid), 4 (qrels) or 6 (TREC run)", line)
+    raise InputError(path, None, "at least one pair", "an empty file")
+
+
+def read_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) -> list[Pair]:
+    """Pairs in first-seen order, duplicates removed. `depth` keeps a run's top-k per query."""
+    if fmt not in FORMATS:
+        raise InputError(path, None, f"a pairs format in {FORMATS}", fmt)
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt == "qrels":
+        pairs = [Pair(q, d) for q, docs in read_qrels(path).items() for d in docs]
+    elif fmt == "run":
+        run = read_run(path)
+        pairs = [Pair(q, d) for q in run.ranking for d in run.top(q, depth)]
+    else:
+        pairs = []
+        for lineno, line in iter_lines(path):
+            if not line.strip():
+                continue
+            cols = line.split()
+            if len(cols) != 2:
+                raise InputError(path, lineno, "2 columns 'query_id doc_id'", line)
+            pairs.append(Pair(cols[0], cols[1]))
+    if not pairs:
+        raise InputError(path, None, "at least one pair", "none")
+    return list(dict.fromkeys(pairs))

@@ -1,0 +1,54 @@
+"""TREC qrels: `query_id iteration doc_id label`, whitespace separated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from ..errors import InputError
+from .textfile import atomic_write_text, iter_lines
+
+Qrels = dict[str, dict[str, int]]
+
+
+def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
+    """Read qrels into {qid: {docid: label}}.
+
+    A repeated pair with the same label is kept once; a repeated pair with a different
+    label is an error, since silently picking one would change the evaluation.
+    """
+    allowed_set = set(allowed) if allowed is not None else None
+    qrels: Qrels = {}
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        cols = line.split()
+        if len(cols) != 4:
+            raise InputError(path, lineno, "4 columns 'query_id iteration doc_id label'", line)
+        qid, _, docid, raw = cols
+        try:
+            label = int(raw)
+        except ValueError:
+            raise InputError(path, lineno, "an integer label in column 4", raw) from None
+        if allowed_set is not None and label not in allowed_set:
+            raise InputError(path, lineno, f"a label in {sorted(allowed_set)}", raw)
+        seen = qrels.setdefault(qid, {})
+        if docid in seen and seen[docid] != label:
+            raise InputError(
+                path, lineno, f"one label per pair ({qid} {docid} was labelled {seen[docid]} before)", raw
+            )
+        seen[docid] = label
+    return qrels
+
+
+def qrels_size(qrels: Mapping[str, Mapping[str, int]]) -> int:
+    return sum(len(docs) for docs in qrels.values())
+
+
+def format_qrels(rows: Iterable[tuple[str, str, int]]) -> str:
+    return "".join(f"{qid} 0 {docid} {label}\n" for qid, docid, label in rows)
+
+
+def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
+    """Write qrels atomically, queries and documents in the order they are held."""
+    atomic_write_text(path, format_qrels((q, d, l) for q, docs in qrels.items() for d, l in docs.items()))

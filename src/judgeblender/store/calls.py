@@ -1,0 +1,243 @@
+"""The call store: every LLM call and its answer in one SQLite file.
+
+A call's key is the sha256 of the backend, the model's identity (file hash, or served name,
+revision and endpoint), the rendered messages and every decoding setting. Each finished call
+is committed at once (WAL journal), so a killed run loses only its in-flight calls and a
+re-run finds the rest here instead of calling the model again. API keys are never part of a
+request or identity, so they never reach this file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..backends.base import CallRequest, CallResult
+from ..errors import JudgeblenderError
+from .migrations import MIGRATIONS
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def call_key(identity: dict[str, Any], request: CallRequest) -> str:
+    payload = canonical_json({"identity": identity, "request": request.key_fields()})
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class StoredCall:
+    key: str
+    result: CallResult
+    parsed: dict[str, Any] | None
+
+
+class CallStore:
+    """Thread-safe access to one store file (one connection, serialised by a lock)."""
+
+    def __init__(self, path: str | Path, redact_passages: bool = False):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
+            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise JudgeblenderError(f"{self.path}: not a judgeblender store ({exc})") from None
+        if mode.lower() != "wal":
+            raise JudgeblenderError(
+                f"{self.path}: the file system does not support SQLite's WAL journal (got {mode!r}); "
+                "put the store on a local disk"
+            )
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=60000")
+        self.redact_passages = redact_passages
+        self._migrate()
+        self.new_calls = 0
+        self.cache_hits = 0
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                version = self._db.execute("PRAGMA user_version").fetchone()[0]
+                if version > len(MIGRATIONS):
+                    raise JudgeblenderError(
+                        f"{self.path}: store schema version {version} is newer than this judgeblender "
+                        f"({len(MIGRATIONS)}); upgrade judgeblender"
+                    )
+                for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                    for statement in filter(str.strip, script.split(";")):
+                        self._db.execute(statement)
+                    self._db.execute(f"PRAGMA user_version={number}")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    # -- calls -------------------------------------------------------------------------
+    def get(self, key: str) -> StoredCall | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT raw_output, parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, extra "
+                "FROM calls WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        self.cache_hits += 1
+        raw, parsed, probs, mass, tin, tout, lat, extra = row
+        result = CallResult(
+            text=raw,
+            probs=json.loads(probs) if probs else None,
+            choice_mass=mass,
+            tokens_in=tin or 0,
+            tokens_out=tout or 0,
+            latency_s=lat or 0.0,
+            extra=json.loads(extra) if extra else {},
+        )
+        return StoredCall(key, result, json.loads(parsed) if parsed else None)
+
+    def put(
+        self,
+        key: str,
+        backend: str,
+        identity: dict[str, Any],
+        request: CallRequest,
+        result: CallResult,
+        parsed: dict[str, Any] | None,
+    ) -> None:
+        """Record one finished call; committed before this returns."""
+        req = request.key_fields()
+        if self.redact_passages:
+            req["messages"] = [[role, "[redacted]"] for role, _ in req["messages"]]
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    key, backend, str(identity.get("model", "")), canonical_json(identity), canonical_json(req),
+                    result.text, canonical_json(parsed) if parsed is not None else None,
+                    canonical_json(result.probs) if result.probs is not None else None,
+                    result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, _now(),
+                    canonical_json(result.extra) if result.extra else None,
+                ),
+            )
+        self.new_calls += 1
+
+    def count_calls(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+
+    def iter_calls(self) -> Iterator[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM calls ORDER BY created_at, key").fetchall()
+            names = [d[0] for d in self._db.execute("SELECT * FROM calls LIMIT 0").description]
+        for row in rows:
+            rec = dict(zip(names, row))
+            for field in ("model_identity", "request", "parsed", "probs", "extra"):
+                if rec[field]:
+                    rec[field] = json.loads(rec[field])
+            yield rec
+
+    def call_stats(self) -> dict[str, dict[str, float]]:
+        """Per model: calls, tokens and seconds, for cost and time reports."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT backend || ':' || model, COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(latency_s) "
+                "FROM calls GROUP BY 1 ORDER BY 1"
+            ).fetchall()
+        return {
+            name: {"calls": n, "tokens_in": tin or 0, "tokens_out": tout or 0, "seconds": lat or 0.0}
+            for name, n, tin, tout, lat in rows
+        }
+
+    # -- judgments ---------------------------------------------------------------------
+    def put_judgment(self, judge_id: str, qid: str, docid: str, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    judge_id, qid, docid, record.get("label"),
+                    canonical_json(record["probs"]) if record.get("probs") is not None else None,
+                    record.get("expected"), record.get("invalid_reason"), canonical_json(record), _now(),
+                ),
+            )
+
+    def judgments(self, judge_id: str | None = None) -> list[dict[str, Any]]:
+        query = "SELECT judge_id, qid, docid, details FROM judgments"
+        args: tuple = ()
+        if judge_id is not None:
+            query += " WHERE judge_id = ?"
+            args = (judge_id,)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY judge_id, qid, docid", args).fetchall()
+        return [{"judge_id": j, "qid": q, "docid": d, **json.loads(det)} for j, q, d, det in rows]
+
+    def judge_ids(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT DISTINCT judge_id FROM judgments ORDER BY 1")]
+
+    # -- file hashes (model identity of local files, cached by size and mtime) ----------
+    def file_sha256(self, path: str | Path) -> str:
+        path = Path(path).resolve()
+        st = path.stat()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT sha256 FROM file_hashes WHERE path=? AND size=? AND mtime_ns=?",
+                (str(path), st.st_size, st.st_mtime_ns),
+            ).fetchone()
+        if row:
+            return row[0]
+        digest = sha256_file(path)
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO file_hashes VALUES (?,?,?,?)", (str(path), st.st_size, st.st_mtime_ns, digest)
+            )
+        return digest
+
+    def integrity_check(self) -> str:
+        with self._lock:
+            return self._db.execute("PRAGMA integrity_check").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> "CallStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def export_jsonl(store: CallStore, out: str | Path) -> int:
+    from ..pairs.textfile import atomic_write_text
+
+    lines = [canonical_json(rec) + "\n" for rec in store.iter_calls()]
+    atomic_write_text(out, "".join(lines))
+    return len(lines)
+
+
+def default_store_path() -> Path:
+    return Path(os.environ.get("JUDGEBLENDER_STORE", "judgments.sqlite"))

@@ -1,0 +1,38 @@
+"""Shared fixtures: a tiny offline dataset and a queue-based scripted model registered as `mock:`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).parent
+sys.path.insert(0, str(TESTS))  # helper modules such as openai_server
+
+from judgeblender.backends import registry  # noqa: E402
+from judgeblender.backends.scripted import ScriptedBackend  # noqa: E402
+
+SHARED_DATA = TESTS.parents[1] / "shared" / "data"
+
+
+@pytest.fixture
+def tiny() -> Path:
+    return TESTS / "data" / "tiny"
+
+
+@pytest.fixture
+def mock_model():
+    """A scripted model reachable as `mock:NAME`; tests set its rules, queue or default."""
+    backend = ScriptedBackend(name="mock")
+    registry.register("mock", lambda rest, **_: backend)
+    yield backend
+    registry.unregister("mock")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not SHARED_DATA.exists():
+        skip = pytest.mark.skip(reason=f"shared data not found at {SHARED_DATA}")
+        for item in items:
+            if "shared_data" in item.keywords:
+                item.add_marker(skip)
