@@ -249,6 +249,41 @@ def test_identity_differs_for_other_weights_and_reads_snapshot_revision(tiny_dir
     assert snapped.identity()["sha256"] == base["sha256"]
 
 
+def test_hub_id_loads_from_the_hub_cache_offline(tiny_dir, tmp_path):
+    """A hub id resolves through the local hub cache; identity reads the snapshot's commit."""
+    import subprocess
+
+    commit = "89abcdef0123456789abcdef0123456789abcdef"
+    repo = tmp_path / "hub" / "models--org--tiny"
+    shutil.copytree(tiny_dir, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    code = (
+        "import json; from judgeblender.backends import hf; "
+        "b = hf.create('org/tiny', revision='main'); "
+        "r = b.execute(hf.CallRequest(messages=(hf.Message('user', 'Yes or No?'),), mode='logprobs', "
+        "choices=('Yes', 'No'))); "
+        "print(json.dumps({'identity': b.identity(), 'format': r.extra['chat_format']}))"
+    )
+    env = dict(os.environ, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(Path(hf_src()).parent), env.get("PYTHONPATH", "")] if p)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    expected = hashlib.sha256((tiny_dir / "model.safetensors").read_bytes()).hexdigest()
+    assert out["identity"] == {"backend": "hf", "model": "org/tiny", "revision": commit, "sha256": expected}
+    assert out["format"] == "template"
+
+
+def hf_src() -> str:
+    """The folder of the judgeblender package under test."""
+    import judgeblender
+
+    return str(Path(judgeblender.__file__).parent)
+
+
 def test_weights_manifest_hash_for_sharded_weights(tmp_path):
     from judgeblender.backends import hf
 

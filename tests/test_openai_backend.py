@@ -409,6 +409,10 @@ def test_identity_without_credentials(openai_server_factory):
     }
     assert b.context_tokens() == 8192 and b.name == "openai:judge-model"
     assert "pass" not in repr(b) and "token" not in repr(b)
+    assert "pass" not in repr(vars(b)) and "token=abc" not in repr(vars(b))
+    # settings that change logprobs answers are part of the identity when not the default
+    b2 = create("judge-model", base_url=url, answer_prefix_mode="prefill", top_logprobs=5)
+    assert b2.identity()["answer_prefix_mode"] == "prefill" and b2.identity()["top_logprobs"] == 5
     assert public_base_url("https://api.openai.com/v1/") == "https://api.openai.com/v1"
 
 

@@ -234,7 +234,8 @@ class HFBackend(Backend):
     def identity(self) -> dict[str, Any]:
         if self._identity is None:
             folder, files = self._weights_folder_and_files()
-            revision = self._requested_revision or local_revision(folder)
+            # the commit the files come from, when it can be read; else what was asked for
+            revision = local_revision(folder) or self._requested_revision
             ident: dict[str, Any] = {
                 "backend": "hf",
                 "model": self.model_ref,

@@ -1,15 +1,18 @@
 """`openai:MODEL` — any server that speaks the OpenAI chat-completions API.
 
 That covers OpenAI itself, OpenRouter, vLLM, SGLang, Ollama, the llama.cpp server and many
-others (see docs/served-models.md). One AsyncOpenAI client per backend (per event loop) keeps
-connections alive between calls. The SDK's own retries are switched off; this module retries
-by itself so that every retry is counted (`retries_total`) and the policy is the same on every
-server:
+others (see docs/served-models.md). The backend keeps its AsyncOpenAI clients (one per event
+loop it is used from, or one per 8 concurrent calls at higher concurrency) and their
+connections alive between calls; at most `concurrency` calls are in flight per event loop.
+The SDK's own retries are switched off; this module retries by itself so that every retry is
+counted (`retries_total`, `retry_reasons`) and the policy is the same on every server:
 
 - retried: HTTP 408, 429, 500, 502, 503, 504, timeouts, connection errors, and malformed
   answers (a body that is not JSON, no choices, no message content);
 - waits: the server's Retry-After (seconds, HTTP date, or OpenAI's retry-after-ms) when it
-  sends one, else exponential backoff with jitter (0.5 s, 1 s, 2 s, ... capped at 30 s);
+  sends one, else exponential backoff with jitter (a random wait between half and all of
+  0.5 s, 1 s, 2 s, 4 s, ... capped at 30 s);
+- each attempt has `timeout_s` (default 30 s) in all, not the SDK's 10 minutes;
 - gives up after `max_retries` retries with a BackendError naming the last failure;
 - any other 4xx fails at once with a BackendError carrying the status and the server's message.
 
@@ -42,6 +45,20 @@ from ..errors import BackendError, InputError
 from .base import Backend, CallRequest, CallResult, LogprobsUnsupported, normalise_choice_probs
 
 log = logging.getLogger(__name__)
+
+__all__ = [
+    "OpenAICompatBackend",
+    "create",
+    "build_chat_body",
+    "parse_generate",
+    "parse_logprobs",
+    "parse_retry_after",
+    "public_base_url",
+    "read_key_file",
+    "resolve_api_key",
+    "write_batch_file",
+    "read_batch_results",
+]
 
 T = TypeVar("T")
 
@@ -428,7 +445,8 @@ class OpenAICompatBackend(Backend):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise BackendError(f"openai: base URL {public_base_url(base_url)!r} should look like http(s)://HOST[:PORT]/v1")
         self.model = model
-        self.base_url = base_url
+        # The URL as given may carry credentials (user:password@, ?key=...): kept out of sight.
+        self._base_url = _Secret(base_url)
         self.public_base_url = public_base_url(base_url)
         self._key = _Secret(api_key) if api_key else None
         self.max_concurrency = int(concurrency)
@@ -451,12 +469,19 @@ class OpenAICompatBackend(Backend):
 
     # --- identity -------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        return {
+        ident: dict[str, Any] = {
             "backend": "openai",
             "model": self.model,
             "revision": self.model_revision,
             "base_url": self.public_base_url,
         }
+        # Settings that change what logprobs mode sends or reads, named only when not the
+        # default, so cached answers made one way are not reused for the other.
+        if self.answer_prefix_mode != "instruct":
+            ident["answer_prefix_mode"] = self.answer_prefix_mode
+        if self.top_logprobs != 20:
+            ident["top_logprobs"] = self.top_logprobs
+        return ident
 
     def context_tokens(self) -> int | None:
         return self._context_tokens
@@ -473,7 +498,7 @@ class OpenAICompatBackend(Backend):
 
         return AsyncOpenAI(
             api_key=self._key.reveal() if self._key else NO_KEY_PLACEHOLDER,
-            base_url=self.base_url,
+            base_url=self._base_url.reveal(),
             timeout=self.timeout_s,
             max_retries=0,  # our own loop retries, and counts
         )

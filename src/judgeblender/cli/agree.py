@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
 from ..pairs.qrels import read_qrels
@@ -19,17 +20,19 @@ def fmt(value: float, digits: int = 3) -> str:
 
 
 def agreement_table(reports: list[AgreementReport], gold: Path, n_gold: int) -> Table:
+    # Text(), not strings: rich would read brackets in file names as markup.
     table = Table(
-        title=f"Agreement with {gold} ({n_gold} pairs)",
+        title=Text(f"Agreement with {gold} ({n_gold} pairs)"),
         caption="Only pairs labelled in both files count. kappa: Cohen's on 0-3; binary: 0-1 vs 2-3; "
                 "weighted: linear / quadratic; alpha: Krippendorff's, ordinal.",
     )
-    for col in ("prediction", "shared pairs", "coverage", "accuracy", "kappa", "kappa binary",
+    table.add_column("prediction")
+    for col in ("shared pairs", "coverage", "accuracy", "kappa", "kappa binary",
                 "w-kappa lin", "w-kappa quad", "alpha ord"):
-        table.add_column(col, justify="left" if col == "prediction" else "right")
+        table.add_column(col, justify="right", no_wrap=True)
     for r in reports:
         table.add_row(
-            r.name, str(r.n), f"{r.coverage:.1%}" if not math.isnan(r.coverage) else "n/a", fmt(r.accuracy),
+            Text(r.name), str(r.n), f"{r.coverage:.1%}" if not math.isnan(r.coverage) else "n/a", fmt(r.accuracy),
             fmt(r.kappa), fmt(r.kappa_binary), fmt(r.weighted_kappa_linear),
             fmt(r.weighted_kappa_quadratic), fmt(r.alpha_ordinal),
         )
@@ -37,7 +40,7 @@ def agreement_table(reports: list[AgreementReport], gold: Path, n_gold: int) -> 
 
 
 def confusion_table(report: AgreementReport) -> Table:
-    table = Table(title=f"{report.name}: rows = gold label, columns = predicted label")
+    table = Table(title=Text(f"{report.name}: rows = gold label, columns = predicted label"))
     table.add_column("gold", justify="right")
     for level in LEVELS:
         table.add_column(f"pred {level}", justify="right")

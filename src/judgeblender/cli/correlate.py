@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ..evaluate.bias import GroupBias, leaderboard_scatter, read_groups, report_bias
 from ..evaluate.leaderboard import DEFAULT_MEASURES, CorrelationReport, correlate
@@ -24,26 +25,29 @@ def fmt(value: float, digits: int = 3, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def with_ci(value: float, ci: tuple[float, float]) -> str:
+def with_ci(value: float, ci: tuple[float, float]) -> Text:
     if math.isnan(ci[0]):
-        return fmt(value)
-    return f"{fmt(value)} [{fmt(ci[0])}, {fmt(ci[1])}]"
+        return Text(fmt(value))
+    return Text(f"{fmt(value)} [{fmt(ci[0], 2)}, {fmt(ci[1], 2)}]")
 
 
 def correlation_table(reports: list[CorrelationReport], bootstrap: int, seed: int) -> Table:
     first = reports[0]
     ci_note = (f"[lo, hi]: {first.confidence:.0%} bootstrap interval over queries ({bootstrap} samples, seed {seed})"
                if bootstrap else "no bootstrap intervals (--bootstrap 0)")
+    # Text(), not strings: rich would read "[lo, hi]" and names with brackets as markup.
     table = Table(
-        title=f"Leaderboard correlation with the gold labels ({first.n_runs} runs, "
-              f"{first.n_queries} queries of the gold qrels)",
-        caption=f"Kendall's tau-b, Spearman's rho, tau_AP (reference: gold leaderboard). {ci_note}. "
-                "unjudged@10: share of top-10 documents without a predicted label.",
+        title=Text(f"Leaderboard correlation with the gold labels ({first.n_runs} runs, "
+                   f"{first.n_queries} queries of the gold qrels)"),
+        caption=Text(f"Kendall's tau-b, Spearman's rho, tau_AP (reference: gold leaderboard). {ci_note}. "
+                     "unjudged@10: share of top-10 documents without a predicted label."),
     )
-    for col in ("prediction", "measure", "Kendall tau", "Spearman rho", "tau_AP", "unjudged@10"):
-        table.add_column(col, justify="left" if col in ("prediction", "measure") else "right")
+    table.add_column("prediction")
+    table.add_column("measure")
+    for col in ("Kendall tau", "Spearman rho", "tau_AP", "unjudged@10"):
+        table.add_column(col, justify="right", no_wrap=True)
     for r in reports:
-        table.add_row(r.name, r.measure, with_ci(r.kendall_tau, r.kendall_tau_ci),
+        table.add_row(Text(r.name), Text(r.measure), with_ci(r.kendall_tau, r.kendall_tau_ci),
                       with_ci(r.spearman_rho, r.spearman_rho_ci), with_ci(r.tau_ap, r.tau_ap_ci),
                       f"{r.unjudged_at_10:.1%}")
     return table
@@ -59,7 +63,7 @@ def bias_table(rows: list[tuple[CorrelationReport, list[GroupBias]]]) -> Table:
         table.add_column(col, justify="left" if col in ("prediction", "measure", "group") else "right")
     for report, groups in rows:
         for g in groups:
-            table.add_row(report.name, report.measure, g.group, str(g.n_runs),
+            table.add_row(Text(report.name), Text(report.measure), Text(g.group), str(g.n_runs),
                           fmt(g.mean_score_diff, 4, signed=True), fmt(g.mean_rank_shift, 2, signed=True))
     return table
 
