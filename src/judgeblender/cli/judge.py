@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ..judges import Judge, JudgeSpec, judge_pairs, summary_rows
+from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
 from ..judges.outputs import final_labels, write_details, write_qrels_file
 from ..pairs import read_corpus, read_pairs, read_queries
 from ..store import CallStore
@@ -88,10 +88,10 @@ def register(app: typer.Typer) -> None:
             return
         spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=allow_fallback,
                          invalid_policy=invalid_policy, seed=seed)
-        judge_obj = Judge(spec)
+        judge_obj = build_judge(spec)
         with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
             run = judge_pairs([judge_obj], pair_list, query_map, passages, store, reporter, skip_missing)
-        judge_obj.close()
+        getattr(judge_obj, "close", lambda: None)()
         labels = final_labels(run)
         n = write_qrels_file(out, run, labels)
         details_path = details or out.with_name(out.name + ".details.jsonl")

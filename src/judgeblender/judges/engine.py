@@ -35,6 +35,17 @@ class Reporter(Protocol):
     def end_wave(self) -> None: ...
 
 
+class PairJudge(Protocol):
+    """A judge that is not a prompt sent to an LLM (an embedding or cross-encoder scorer).
+
+    It labels all items itself; the engine only collects its judgments and stats."""
+
+    id: str
+
+    async def run(self, items: list[tuple[Pair, str, str]], store: CallStore | None,
+                  reporter: Reporter) -> tuple[dict[Pair, Judgment], "JudgeStats"]: ...
+
+
 class SilentReporter:
     def wave(self, label: str, total: int) -> None:
         pass
@@ -266,7 +277,7 @@ async def _run_judge(
 
 
 async def judge_pairs_async(
-    judges: Iterable[Judge], pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str],
+    judges: Iterable[Judge | PairJudge], pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str],
     store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
 ) -> JudgeRun:
     judges = list(judges)
@@ -279,12 +290,15 @@ async def judge_pairs_async(
     reporter = reporter or SilentReporter()
     run = JudgeRun(pairs=ok, judgments={}, stats={}, skipped=skipped)
     for judge in judges:
-        run.judgments[judge.id], run.stats[judge.id] = await _run_judge(judge, items, store, reporter)
+        if isinstance(judge, Judge):
+            run.judgments[judge.id], run.stats[judge.id] = await _run_judge(judge, items, store, reporter)
+        else:
+            run.judgments[judge.id], run.stats[judge.id] = await judge.run(items, store, reporter)
     return run
 
 
 def judge_pairs(
-    judges: Iterable[Judge], pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str],
+    judges: Iterable[Judge | PairJudge], pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str],
     store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
 ) -> JudgeRun:
     """Synchronous entry point (notebooks, scripts, the CLI)."""

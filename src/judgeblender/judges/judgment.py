@@ -26,6 +26,8 @@ class Judgment:
     label: int | None = None
     probs: dict[str, float] | None = None  # over the template's scale, logprobs mode only
     expected: float | None = None
+    # a scorer's raw score (embedding cosine, cross-encoder logit), for score-aware blends
+    score: float | None = None
     invalid_reason: str | None = None
     steps: list[StepOutcome] = field(default_factory=list)
     truncated: dict[str, int] | None = None
@@ -51,6 +53,7 @@ class Judgment:
             "label": self.label,
             "probs": self.probs,
             "expected": self.expected,
+            "score": self.score,
             "invalid_reason": self.invalid_reason,
             "raw_output": self.raw_output,
             "reasoning": self.reasoning,

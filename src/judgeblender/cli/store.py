@@ -1,0 +1,64 @@
+"""`judgeblender store stats | export | judgments`: look inside a call store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ..errors import JudgeblenderError
+from ..pairs.textfile import atomic_write_text
+from ..store import CallStore, export_jsonl
+from .console import console, err_console
+
+store_app = typer.Typer(help="Inspect and export the SQLite store of calls and judgments.", no_args_is_help=True)
+STORE = typer.Option(Path("judgments.sqlite"), "--store", help="The store file.")
+
+
+def _open(path: Path) -> CallStore:
+    if not path.exists():
+        raise JudgeblenderError(f"{path}: no such store")
+    return CallStore(path)
+
+
+@store_app.command()
+def stats(store: Path = STORE) -> None:
+    """Calls, tokens and model seconds per model; judgments per judge."""
+    with _open(store) as s:
+        table = Table(show_edge=False)
+        for col in ("model", "calls", "tokens in", "tokens out", "seconds"):
+            table.add_column(col, justify="left" if col == "model" else "right")
+        for name, row in s.call_stats().items():
+            table.add_row(name, str(row["calls"]), str(row["tokens_in"]), str(row["tokens_out"]), f"{row['seconds']:.1f}")
+        console.print(table)
+        for judge_id in s.judge_ids():
+            records = s.judgments(judge_id)
+            judged = sum(r["label"] is not None for r in records)
+            console.print(f"{judge_id}: {judged} judged, {len(records) - judged} unjudged")
+
+
+@store_app.command()
+def export(store: Path = STORE, out: Path = typer.Option(..., "--out", "-o", help="JSONL file of every call.")) -> None:
+    """Export every call (request, raw output, parsed value, probabilities, timing) as JSONL."""
+    with _open(store) as s:
+        n = export_jsonl(s, out)
+    err_console.print(f"wrote {n} calls to {out}")
+
+
+@store_app.command()
+def judgments(store: Path = STORE, out: Path = typer.Option(..., "--out", "-o"),
+              judge: str = typer.Option(None, "--judge", help="Only this judge id.")) -> None:
+    """Export stored per-pair judgments as details JSONL (the `blend` input format)."""
+    with _open(store) as s:
+        by_pair: dict[tuple[str, str], dict] = {}
+        for rec in s.judgments(judge):
+            entry = by_pair.setdefault((rec["qid"], rec["docid"]), {"qid": rec["qid"], "docid": rec["docid"], "judges": {}})
+            entry["judges"][rec.pop("judge_id")] = {k: v for k, v in rec.items() if k not in ("qid", "docid")}
+    atomic_write_text(out, "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in by_pair.values()))
+    err_console.print(f"wrote {len(by_pair)} pairs to {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(store_app, name="store")
