@@ -67,7 +67,8 @@ def register(app: typer.Typer) -> None:
         concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Requests in flight for served models."),
         timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-request timeout in seconds for served models."),
         context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="Model context size, to truncate long passages."),
-        panel: Optional[str] = typer.Option(None, "--panel", help="A panel preset or panel .toml: several judges blended."),
+        panel: Optional[str] = typer.Option(None, "--panel", help="A panel preset (promptblender, llmblender, umbrela) or a panel .toml: several judges, blended."),
+        panel_models: Optional[list[str]] = typer.Option(None, "--panel-model", help="Model string(s) for a preset panel (llmblender takes three)."),
         redact: bool = typer.Option(False, "--redact", help="Do not keep prompt texts (passages) in the store."),
         progress: bool = typer.Option(True, "--progress/--no-progress"),
         json_summary: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
@@ -82,9 +83,8 @@ def register(app: typer.Typer) -> None:
         if panel:
             from .panel_run import run_panel
 
-            run_panel(panel, pair_list, query_map, passages, out, details, store_path, opts, mode, seed,
-                      allow_fallback, invalid_policy, skip_missing, redact, progress, json_summary,
-                      str(queries), str(corpus))
+            run_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts, mode,
+                      seed, allow_fallback, invalid_policy, skip_missing, redact, progress, json_summary)
             return
         spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=allow_fallback,
                          invalid_policy=invalid_policy, seed=seed)

@@ -1,0 +1,44 @@
+"""`judgeblender judge --panel ...`: judge with every member of a panel, then blend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..judges import build_judge, judge_pairs, summary_rows
+from ..judges.outputs import write_details, write_qrels_file
+from ..judges.panel import blend_run, get_panel
+from ..pairs import Pair
+from ..store import CallStore
+from .console import console, err_console
+from .judge import print_summary
+from .progress import RichReporter
+
+
+def run_panel(panel_name: str, panel_models: list[str] | None, pairs: list[Pair], queries: dict[str, str],
+              corpus: dict[str, str], out: Path, details: Path | None, store_path: Path, options: dict, mode: str,
+              seed: int, allow_fallback: bool, invalid_policy: str, skip_missing: bool, redact: bool,
+              progress: bool, json_summary: bool) -> None:
+    panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
+                      invalid_policy=invalid_policy)
+    judges = [build_judge(spec) for spec in panel.judges]
+    with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
+        run = judge_pairs(judges, pairs, queries, corpus, store, reporter, skip_missing)
+    for judge in judges:
+        getattr(judge, "close", lambda: None)()
+    result = blend_run(run, panel)
+    labels = {Pair(q, d): dec.label for (q, d), dec in zip(result.table.pairs, result.decisions)}
+    blend_info = {"panel": panel.name, "method": panel.method, "tie": panel.tie, "seed": panel.seed}
+    extra = {Pair(q, d): {"blend_reason": dec.reason, "tied": list(dec.tied) if dec.tied else None}
+             for (q, d), dec in zip(result.table.pairs, result.decisions)}
+    n = write_qrels_file(out, run, labels)
+    details_path = details or out.with_name(out.name + ".details.jsonl")
+    write_details(details_path, run, labels, blend=blend_info, extra=extra)
+    print_summary(run)
+    for line in result.summary_lines():
+        err_console.print(line, markup=False)
+    err_console.print(f"wrote {n} blended judgments to {out} and every judge's label to {details_path}")
+    if json_summary:
+        console.print_json(json.dumps({"qrels": str(out), "details": str(details_path), "panel": blend_info,
+                                       "judged": n, "unjudged": dict(result.unjudged()),
+                                       "judges": summary_rows(run), "skipped": len(run.skipped)}))

@@ -1,0 +1,179 @@
+"""Panels: several judges and the aggregator that pools their labels into one.
+
+A panel file (TOML) lists the judges and the aggregator:
+
+    name = "my-panel"
+    [aggregator]
+    method = "mv"          # see `judgeblender blend --methods`
+    tie = "avg"
+    seed = 0
+    [[judges]]
+    model = "llamacpp:default"
+    prompt = "thomas"
+    mode = "logprobs"      # optional; else the command's --mode
+    weight = 1.0           # used by the `weighted` method
+    id = "qwen-thomas"     # optional, must be unique
+    options = { n_threads = 2 }
+
+Presets mirror the papers: `promptblender` (one model, prompts Thomas / MultiCriteria / Sun
+two-step), `llmblender` (three models, each with its own prompt), `umbrela` (one judge).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..blend import BallotTable, Blender, BlendResult, Vote
+from ..errors import InputError, JudgeblenderError, TemplateError
+from ..prompts import get_template
+from .engine import JudgeRun
+from .judge import JudgeSpec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PROMPTBLENDER_PROMPTS = ("thomas", "multicriteria", "sun-two-step")
+# Offline, only two embedded models exist: the third LLMBlender seat reuses Qwen with its own prompt.
+LLMBLENDER_DEFAULT = (("llamacpp:default", "multicriteria"), ("llamacpp:gemma-270m", "thomas"),
+                      ("llamacpp:default", "sun-two-step"))
+
+
+@dataclass
+class Panel:
+    name: str
+    judges: list[JudgeSpec]
+    method: str = "mv"
+    tie: str = "avg"
+    seed: int = 0
+    thresholds: list[float] | None = None
+    source: str = "preset"
+
+    def weights(self) -> dict[str, float] | None:
+        return {s.id: s.weight for s in self.judges} if self.method == "weighted" else None
+
+    def blender(self) -> Blender:
+        kwargs: dict[str, Any] = {"tie": self.tie, "seed": self.seed, "weights": self.weights()}
+        if self.thresholds:
+            kwargs["thresholds"] = self.thresholds
+        try:
+            return Blender(self.method, **kwargs)
+        except (KeyError, ValueError) as exc:
+            raise JudgeblenderError(f"panel {self.name} ({self.source}): {exc}") from None
+
+
+def _assign_ids(specs: list[JudgeSpec]) -> None:
+    """Short readable ids; a judge named twice the same way gets a suffix."""
+    for spec in specs:
+        if spec.id is None:
+            spec.id = f"{spec.model}/{spec.prompt}/{spec.mode}"
+    ids = [s.id for s in specs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise JudgeblenderError(f"two judges of the panel share the id {dupes[0]!r}: give them distinct ids")
+
+
+def preset(name: str, models: list[str] | None, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
+    if name == "promptblender":
+        model = (models or ["llamacpp:default"])[0]
+        specs = [JudgeSpec(model=model, prompt=p, mode=mode, options=dict(options), **spec_kw) for p in PROMPTBLENDER_PROMPTS]
+    elif name == "llmblender":
+        seats = LLMBLENDER_DEFAULT
+        if models:
+            if len(models) != 3:
+                raise JudgeblenderError("the llmblender preset takes three models (--panel-model three times)")
+            seats = tuple(zip(models, (p for _, p in LLMBLENDER_DEFAULT)))
+        specs = [JudgeSpec(model=m, prompt=p, mode=mode, options=dict(options), **spec_kw) for m, p in seats]
+    elif name == "umbrela":
+        specs = [JudgeSpec(model=(models or ["llamacpp:default"])[0], prompt="umbrela", mode=mode,
+                           options=dict(options), **spec_kw)]
+    else:
+        raise JudgeblenderError(f"unknown panel preset {name!r}; presets: promptblender, llmblender, umbrela, "
+                                "or a panel .toml file")
+    _assign_ids(specs)
+    return Panel(name=name, judges=specs, method="mv", tie="avg")
+
+
+PANEL_KEYS = {"name", "aggregator", "judges"}
+JUDGE_KEYS = {"model", "prompt", "mode", "weight", "id", "options"}
+AGGREGATOR_KEYS = {"method", "tie", "seed", "thresholds"}
+
+
+def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
+    """Read and check a panel file: unknown keys, prompts or model prefixes are errors naming it."""
+    from ..backends.registry import known_prefixes
+    from .factory import PAIR_JUDGES
+
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, None, "a panel file", "no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, getattr(exc, "lineno", None), "valid TOML", str(exc)) from None
+    unknown = set(data) - PANEL_KEYS
+    if unknown:
+        raise InputError(path, None, f"only the keys {sorted(PANEL_KEYS)}", ", ".join(sorted(unknown)))
+    judges = data.get("judges")
+    if not isinstance(judges, list) or not judges:
+        raise InputError(path, None, "at least one [[judges]] table")
+    prefixes = set(known_prefixes()) | set(PAIR_JUDGES)
+    specs = []
+    for n, j in enumerate(judges, start=1):
+        where = f"judge {n}"
+        bad = set(j) - JUDGE_KEYS
+        if bad:
+            raise InputError(path, None, f"{where}: only the keys {sorted(JUDGE_KEYS)}", ", ".join(sorted(bad)))
+        model = j.get("model")
+        if not isinstance(model, str) or model.partition(":")[0] not in prefixes or ":" not in model:
+            raise InputError(path, None, f"{where}: a model string PREFIX:MODEL with PREFIX in {sorted(prefixes)}",
+                             str(model))
+        prompt = j.get("prompt", "umbrela")
+        if not model.startswith(tuple(f"{p}:" for p in PAIR_JUDGES)):
+            try:
+                get_template(prompt)
+            except TemplateError as exc:
+                raise InputError(path, None, f"{where}: a known prompt", f"{prompt} ({exc})") from None
+        specs.append(JudgeSpec(model=model, prompt=prompt, mode=j.get("mode", mode),
+                               options={**options, **j.get("options", {})}, weight=float(j.get("weight", 1.0)),
+                               id=j.get("id"), **spec_kw))
+    _assign_ids(specs)
+    agg = data.get("aggregator", {})
+    bad = set(agg) - AGGREGATOR_KEYS
+    if bad:
+        raise InputError(path, None, f"[aggregator]: only the keys {sorted(AGGREGATOR_KEYS)}", ", ".join(sorted(bad)))
+    panel = Panel(name=data.get("name", path.stem), judges=specs, method=agg.get("method", "mv"),
+                  tie=agg.get("tie", "avg"), seed=int(agg.get("seed", 0)), thresholds=agg.get("thresholds"),
+                  source=str(path))
+    panel.blender()  # fail now on an unknown method, tie rule or missing weight, not after judging
+    return panel
+
+
+def get_panel(name_or_path: str, models: list[str] | None, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
+    if name_or_path.endswith(".toml") or Path(name_or_path).exists():
+        return load_panel(name_or_path, mode, options, **spec_kw)
+    return preset(name_or_path, models, mode, options, **spec_kw)
+
+
+def ballots_from_run(run: JudgeRun) -> BallotTable:
+    """Every judge's label (and distribution, if any) per pair; an invalid judgment abstains."""
+    judges = list(run.judgments)
+    rows = []
+    for pair in run.pairs:
+        votes = {}
+        for jid in judges:
+            j = run.judgments[jid][pair]
+            probs = tuple(j.probs[str(k)] for k in range(4)) if j.probs and j.label is not None else None
+            votes[jid] = Vote(j.label, probs)
+        rows.append(((pair.qid, pair.docid), votes))
+    table = BallotTable.from_votes(rows, judges)
+    invalid = {jid: sum(j.label is None for j in run.judgments[jid].values()) for jid in judges}
+    return BallotTable(table.pairs, table.judges, table.labels, table.probs, invalid)
+
+
+def blend_run(run: JudgeRun, panel: Panel) -> BlendResult:
+    return panel.blender().blend(ballots_from_run(run))
