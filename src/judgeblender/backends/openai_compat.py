@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import timezone
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit

@@ -65,7 +65,8 @@ class JudgeStats:
     unjudged: Counter = field(default_factory=Counter)  # reason -> pairs
     calls_made: int = 0
     cache_hits: int = 0
-    retries: int = 0
+    retries: int = 0  # re-asks after an invalid answer
+    backend_retries: int = 0  # transport retries inside the backend (429, 5xx, timeouts)
     invalid_outputs: int = 0  # answers that did not parse, retried or not
     truncated: int = 0
     fallback: str | None = None
@@ -161,12 +162,18 @@ async def _run_calls(
     misses.sort(key=lambda i: [m.content for m in requests[i][2].messages])
     sem = asyncio.Semaphore(max(1, judge.backend.max_concurrency))
     reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(misses))
+    no_logprobs: list[LogprobsUnsupported] = []
 
     async def call(i: int) -> None:
         _, step, req = requests[i]
         async with sem:
+            if no_logprobs:  # the server said it cannot score: issue no more such calls
+                return
             try:
                 result = await judge.backend.aexecute(req)
+            except LogprobsUnsupported as exc:
+                no_logprobs.append(exc)
+                return
             except BackendError as exc:
                 results[i] = (None, str(exc))
                 reporter.advance(True)
@@ -185,6 +192,8 @@ async def _run_calls(
         await asyncio.gather(*(call(i) for i in misses))
     finally:
         reporter.end_wave()
+    if no_logprobs:
+        raise no_logprobs[0]
     return [(requests[i][0], *results[i]) for i in range(len(requests))]
 
 
@@ -204,6 +213,7 @@ async def _run_judge(
 ) -> tuple[dict[Pair, Judgment], JudgeStats]:
     stats = JudgeStats(judge.id, pairs=len(items), fallback=judge.fallback)
     started = time.perf_counter()
+    retries_before = getattr(judge.backend, "retries_total", 0)
     budgets: dict[str, int | None] = {}
     states = []
     for pair, query, passage in items:
@@ -273,6 +283,7 @@ async def _run_judge(
         if store:
             store.put_judgment(judge.id, s.pair.qid, s.pair.docid, j.record())
     stats.seconds = time.perf_counter() - started
+    stats.backend_retries = getattr(judge.backend, "retries_total", 0) - retries_before
     return judgments, stats
 
 
@@ -310,7 +321,7 @@ def summary_rows(run: JudgeRun) -> list[dict[str, Any]]:
         {
             "judge": s.judge_id, "pairs": s.pairs, "judged": s.judged, "unjudged": sum(s.unjudged.values()),
             "invalid_outputs": s.invalid_outputs, "invalid_rate": round(s.invalid_rate, 4), "retries": s.retries,
-            "calls_made": s.calls_made, "cache_hits": s.cache_hits, "truncated": s.truncated,
+            "backend_retries": s.backend_retries, "calls_made": s.calls_made, "cache_hits": s.cache_hits, "truncated": s.truncated,
             "fallback": s.fallback, "seconds": round(s.seconds, 2),
         }
         for s in run.stats.values()
