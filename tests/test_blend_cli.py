@@ -44,6 +44,11 @@ def run(app, *args):
     return CliRunner().invoke(app, ["blend", *args])
 
 
+def plain(output: str) -> str:
+    """Usage errors come in a rich box wrapped at 80 columns: keep only the words."""
+    return " ".join(output.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())
+
+
 def test_blend_writes_qrels_and_reports_pairs_abstentions_and_ties(app, jury, tmp_path):
     out = tmp_path / "blended.qrels"
     result = run(app, *jury, "--method", "mv", "--tie", "avg", "--invalid-labels", "abstain", "--out", str(out))
@@ -133,18 +138,17 @@ def test_list_shows_every_method_and_tie_rule(app):
 def test_bad_options_are_usage_errors(app, jury, tmp_path, args, message):
     result = run(app, *jury, "--invalid-labels", "abstain", *args, "-o", str(tmp_path / "o.qrels"))
     assert result.exit_code == 2
-    assert message in " ".join(result.output.split()).replace("│", "").replace("  ", " ") or message in result.output
+    assert message in plain(result.output)
     assert not (tmp_path / "o.qrels").exists()
 
 
 def test_an_unreadable_label_stops_the_run_by_default(app, jury, tmp_path):
     result = run(app, *jury, "-o", str(tmp_path / "o.qrels"))
     assert isinstance(result.exception, InputError)
-    assert str(result.exception).endswith("c.qrels:4: expected a label in [0, 1, 2, 3], got '1.'") or \
-        "c.qrels:4: expected an integer label in column 4, got '1.'" in str(result.exception)
+    assert str(result.exception).endswith("c.qrels:4: expected an integer label in column 4, got '1.'")
     assert not (tmp_path / "o.qrels").exists()
 
 
 def test_out_is_required(app, jury):
     result = run(app, *jury)
-    assert result.exit_code == 2 and "--out" in result.output
+    assert result.exit_code == 2 and "Invalid value for --out" in plain(result.output)

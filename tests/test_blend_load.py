@@ -58,7 +58,7 @@ def test_two_files_with_the_same_name_are_refused(tmp_path):
     (tmp_path / "y").mkdir()
     first = write(tmp_path / "x" / "judge.qrels", "q1 0 d1 1\n")
     second = write(tmp_path / "y" / "judge.qrels", "q1 0 d1 2\n")
-    with pytest.raises(InputError, match="two share an id .*judge.*NAME=PATH|NAME=PATH.*judge"):
+    with pytest.raises(InputError, match=r"give NAME=PATH to rename\) but two share an id \(judge: "):
         load_qrels_ballots([first, second])
     # NAME=PATH disambiguates
     table = load_qrels_ballots([f"x={first}", f"y={second}"])
@@ -134,6 +134,14 @@ def test_bad_details_lines_name_file_and_line(tmp_path, line, expected):
     path = details_file(tmp_path, DETAILS[:1], line + "\n")
     with pytest.raises(InputError, match=r"details\.jsonl:2: .*" + expected):
         load_details(path)
+
+
+def test_a_skipped_pair_in_details_is_a_pair_nobody_voted_on(tmp_path):
+    # the judge command writes such lines for pairs it could not judge (e.g. passage missing)
+    skipped = '{"qid": "q5", "docid": "d5", "label": null, "skipped": "passage missing"}'
+    table = load_details(details_file(tmp_path, DETAILS, skipped + "\n"))
+    assert table.pairs[-1] == ("q5", "d5")
+    assert table.labels[-1].tolist() == [ABSTAIN, ABSTAIN, ABSTAIN]
 
 
 def test_qrels_and_details_judges_side_by_side(tmp_path, three_judges):

@@ -9,6 +9,7 @@ prefix shared with the previous call, which is why the engine orders calls by pr
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -50,6 +51,7 @@ class LlamaCppBackend(Backend):
         self._n_vocab = self.llm.n_vocab()
         self._choice_ids: dict[str, list[int]] = {}
         self._evaluated = 0
+        self._grammars: dict[str, Any] = {}
         template = self.llm.metadata.get("tokenizer.chat_template")
         self.bos_text = self._piece(self.llm.token_bos())
         self.formatter = None
@@ -112,11 +114,21 @@ class LlamaCppBackend(Backend):
             result.latency_s = time.perf_counter() - started
         return result
 
+    def _grammar(self, schema: dict[str, Any]):
+        """A llama.cpp grammar that only admits JSON matching the schema (built once per schema)."""
+        from llama_cpp import LlamaGrammar
+
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+        return self._grammars[key]
+
     def _generate(self, prompt: str, request: CallRequest) -> CallResult:
         tokens = self._tokens(prompt)
+        grammar = self._grammar(request.json_schema) if request.json_schema else None
         out = self.llm.create_completion(
             prompt=tokens, max_tokens=request.max_tokens, temperature=request.temperature,
-            seed=request.seed, top_k=0 if request.temperature == 0 else 40, repeat_penalty=1.0,
+            seed=request.seed, top_k=0 if request.temperature == 0 else 40, repeat_penalty=1.0, grammar=grammar,
         )
         usage = out.get("usage", {})
         return CallResult(text=out["choices"][0]["text"], tokens_in=usage.get("prompt_tokens", len(tokens)),

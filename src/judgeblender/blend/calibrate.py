@@ -243,6 +243,8 @@ class CalibrationReport:
     overall: FoldReport  # every pair predicted once, by the fold that held its query out
     gold_pairs: int
     warnings: tuple[str, ...] = field(default=())
+    pairs: tuple[tuple[str, str], ...] = ()  # the pairs with a gold label, and
+    predictions: tuple[int | None, ...] = ()  # the learned blend's held-out label for each
 
     @property
     def worse_than_best_member(self) -> bool:
@@ -276,7 +278,9 @@ def cross_validate(table: BallotTable, gold: Mapping[str, Mapping[str, int]], le
     n_queries = len(set(groups))
     if n_queries < folds:
         raise ValueError(f"{folds} folds need at least {folds} queries with gold labels, got {n_queries}")
-    splitter = GroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+    # No shuffling: GroupKFold balances fold sizes deterministically (and works on every
+    # scikit-learn the project supports); the seed only drives random tie-breaking.
+    splitter = GroupKFold(n_splits=folds)
     reports = []
     pooled: list[int | None] = [None] * table.n_pairs
     seen = np.zeros(table.n_pairs, dtype=int)
@@ -307,4 +311,5 @@ def cross_validate(table: BallotTable, gold: Mapping[str, Mapping[str, int]], le
         judge, best = overall.best_member
         warnings.append(f"overall, the learned blend ({learner}, kappa {blend_k:.3f}) is worse than its best "
                         f"member {judge} (kappa {best:.3f}) on held-out queries: use {judge} alone")
-    return CalibrationReport(learner, tuple(reports), overall, table.n_pairs, tuple(warnings))
+    return CalibrationReport(learner, tuple(reports), overall, table.n_pairs, tuple(warnings),
+                             table.pairs, tuple(pooled))

@@ -8,7 +8,8 @@ Details JSONL, one pair a line:
     {"qid": "q1", "docid": "d7", "judges": {"j1": {"label": 2, "probs": {"0": 0.1, ...}}, ...}}
 `label` null means the judge's output was invalid (it abstains); `probs` may be null or
 omitted. A label missing from `probs` has probability 0 (top-k logprobs leave out the
-unlikely labels); the distribution is rescaled to sum to 1.
+unlikely labels); the distribution is rescaled to sum to 1. Other keys are ignored. A line
+with "skipped" and no "judges" (a pair the judge run skipped) is a pair nobody voted on.
 """
 
 from __future__ import annotations
@@ -151,6 +152,8 @@ def load_details(path: str | Path) -> BallotTable:
             raise InputError(path, lineno, f"each pair once ({pair[0]} {pair[1]} is also on line {seen[pair]})")
         seen[pair] = lineno
         judges = obj.get("judges")
+        if judges is None and "skipped" in obj:
+            judges = {}  # the judge run skipped this pair (e.g. passage missing): nobody voted
         if not isinstance(judges, dict):
             raise InputError(path, lineno, "'judges': {judge_id: {label, probs}}", json.dumps(judges))
         votes: dict[str, Vote] = {}

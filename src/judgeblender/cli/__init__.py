@@ -21,7 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMAND_MODULES = ["judge", "prompts", "demo"]
+COMMAND_MODULES = ["judge", "blend", "agree", "correlate", "prompts", "store", "demo"]
 
 for _name in COMMAND_MODULES:
     import_module(f"{__name__}.{_name}").register(app)
@@ -40,10 +40,10 @@ def main() -> None:
     except typer.Abort:
         err_console.print("aborted")
         sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
+    except Exception as exc:
+        # Usage errors (unknown command, bad option value) arrive here in non-standalone mode.
+        # typer vendors its own click, so test for the click exception interface, not a class.
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
             sys.exit(exc.exit_code)
         raise

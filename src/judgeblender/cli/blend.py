@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from ..blend import METHODS, TIE_RULES, Blender, load_ballots
+from ..blend.weighted import check_weights
 from ..pairs.qrels import write_qrels
 from .console import console, err_console
 
@@ -58,12 +59,16 @@ def register(app: typer.Typer) -> None:
         tie: str = typer.Option("avg", "--tie", help="Tie rule for methods that can tie: " + ", ".join(TIE_RULES)),
         seed: int = typer.Option(0, "--seed", help="Seed of the run's one generator (random tie rule)."),
         weights: str = typer.Option(None, "--weights", help="NAME=W,... one weight per judge (method weighted)."),
-        thresholds: str = typer.Option(None, "--thresholds", help="T1,T2,T3 cut points (method prob-expected); default 0.5,1.5,2.5."),
-        details: list[Path] = typer.Option(None, "--details", help="JSONL file with per-judge labels and probabilities; repeatable."),
+        thresholds: str = typer.Option(
+            None, "--thresholds", help="T1,T2,T3 cut points (method prob-expected); default 0.5,1.5,2.5."),
+        details: list[Path] = typer.Option(
+            None, "--details", help="JSONL file with per-judge labels and probabilities; repeatable."),
         invalid_labels: str = typer.Option(
-            "error", "--invalid-labels", help="A qrels label outside 0..3: 'error' stops, 'abstain' counts the judge as abstaining."),
+            "error", "--invalid-labels",
+            help="A qrels label outside 0..3: 'error' stops, 'abstain' counts the judge as abstaining."),
         out: Path = typer.Option(None, "--out", "-o", help="Blended qrels to write (atomically)."),
-        list_methods: bool = typer.Option(False, "--list", "--methods", help="List the methods and tie rules, and exit."),
+        list_methods: bool = typer.Option(
+            False, "--list", "--methods", help="List the methods and tie rules, and exit."),
     ) -> None:
         """Blend several judges' labels into one label per pair."""
         if list_methods:
@@ -85,10 +90,12 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         table = load_ballots(judges or [], details or [], invalid_labels=invalid_labels)
-        try:
-            result = blender.blend(table)
-        except ValueError as exc:  # weights that do not match the jury read from the files
-            raise typer.BadParameter(str(exc), param_hint="--weights") from None
+        if blender.method.needs_weights:
+            try:  # only now is the jury known, so only now can the weights be matched to it
+                check_weights(blender.weights, table.judges)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc), param_hint="--weights") from None
+        result = blender.blend(table)
         qrels = result.qrels()
         write_qrels(out, qrels)
         for line in result.summary_lines():

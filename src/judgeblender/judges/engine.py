@@ -20,6 +20,7 @@ from ..backends.base import CallRequest, CallResult, LogprobsUnsupported, Messag
 from ..errors import BackendError, JudgeblenderError, MissingItemsError
 from ..pairs import Pair
 from ..parse import parse_grade, parse_yesno
+from ..parse.verdict import parse_verdict
 from ..prompts import Step
 from ..store import CallStore, call_key
 from .judge import Judge
@@ -42,7 +43,7 @@ class PairJudge(Protocol):
 
     id: str
 
-    async def run(self, items: list[tuple[Pair, str, str]], store: CallStore | None,
+    async def run(self, items: list[tuple[Pair, dict[str, str]]], store: CallStore | None,
                   reporter: Reporter) -> tuple[dict[Pair, Judgment], "JudgeStats"]: ...
 
 
@@ -120,10 +121,12 @@ def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int) -> 
     if judge.mode == "logprobs" and step.output != "text":
         return CallRequest(messages, mode="logprobs", max_tokens=1, temperature=0.0, seed=seed,
                            answer_prefix=step.answer_prefix or "", choices=step.choices(judge.template.scale))
-    return CallRequest(messages, mode="generate", max_tokens=step.max_tokens, temperature=temperature, seed=seed)
+    return CallRequest(messages, mode="generate", max_tokens=step.max_tokens, temperature=temperature, seed=seed,
+                       json_schema=step.json_schema if step.output == "json" else None)
 
 
-def interpret(step: Step, scale: list[int], request: CallRequest, result: CallResult) -> StepOutcome:
+def interpret(step: Step, scale: list[int], request: CallRequest, result: CallResult,
+              score_range: list[float] | None = None) -> StepOutcome:
     """Read a step's answer: a label, a yes/no (1/0), a text, or invalid with the reason."""
     if request.mode == "logprobs":
         if not result.probs or not result.choice_mass:
@@ -135,6 +138,11 @@ def interpret(step: Step, scale: list[int], request: CallRequest, result: CallRe
     if step.output == "text":
         text = result.text.strip()
         return StepOutcome(step.id, result.text, text or None, None if text else "empty output")
+    if step.output == "json":
+        verdict = parse_verdict(result.text, step.json_schema or {}, step.score_field, step.reason_field,
+                                levels=scale, score_range=score_range)
+        return StepOutcome(step.id, result.text, verdict.score, verdict.invalid_reason, reason=verdict.reason,
+                           repaired=verdict.repaired or None)
     parsed = parse_yesno(result.text) if step.output == "yesno" else parse_grade(result.text, step.labels or scale)
     return StepOutcome(step.id, result.text, parsed.label, parsed.invalid_reason)
 
@@ -153,7 +161,7 @@ async def _run_calls(
         if hit is None:
             misses.append(i)
             continue
-        outcome = interpret(step, scale, req, hit.result)
+        outcome = interpret(step, scale, req, hit.result, judge.template.score_range)
         outcome.cached, outcome.attempt = True, req.seed - judge.spec.seed
         results[i] = (outcome, None)
         stats.cache_hits += 1
@@ -178,7 +186,7 @@ async def _run_calls(
                 results[i] = (None, str(exc))
                 reporter.advance(True)
                 return
-        outcome = interpret(step, scale, req, result)
+        outcome = interpret(step, scale, req, result, judge.template.score_range)
         outcome.attempt = req.seed - judge.spec.seed
         if store:
             parsed = {"value": outcome.value, "invalid_reason": outcome.invalid_reason}
@@ -200,7 +208,13 @@ async def _run_calls(
 def _finish(state: _PairState, judge: Judge, outcome: StepOutcome) -> None:
     """Set the judgment's label (and distribution, in logprobs mode) from a final label step."""
     j = state.judgment
+    state.done = True
+    if judge.template.score_range is not None:  # a continuous rubric score has no label
+        j.score, j.reason = float(outcome.value), outcome.reason  # type: ignore[arg-type]
+        return
     j.label = int(outcome.value)  # type: ignore[arg-type]
+    if outcome.reason is not None:
+        j.score, j.reason = float(j.label), outcome.reason
     if outcome.probs is not None:
         scale = judge.template.scale
         j.probs = {str(level): float(outcome.probs.get(str(level), 0.0)) for level in scale}
@@ -209,20 +223,25 @@ def _finish(state: _PairState, judge: Judge, outcome: StepOutcome) -> None:
 
 
 async def _run_judge(
-    judge: Judge, items: list[tuple[Pair, str, str]], store: CallStore | None, reporter: Reporter
+    judge: Judge, items: list[tuple[Pair, dict[str, str]]], store: CallStore | None, reporter: Reporter
 ) -> tuple[dict[Pair, Judgment], JudgeStats]:
     stats = JudgeStats(judge.id, pairs=len(items), fallback=judge.fallback)
     started = time.perf_counter()
     retries_before = getattr(judge.backend, "retries_total", 0)
-    budgets: dict[str, int | None] = {}
+    field = judge.template.truncate
+    budgets: dict[tuple, int | None] = {}  # by the other fields' values: one query, one budget
     states = []
-    for pair, query, passage in items:
-        if pair.qid not in budgets:
-            budgets[pair.qid] = passage_budget(judge.template, judge.backend, query)
-        kept, cut = truncate_passage(passage, budgets[pair.qid], judge.backend)
+    for pair, fields in items:
+        values = dict(fields)
+        cut = None
+        if field is not None and field in values:
+            others = tuple(sorted((k, v) for k, v in values.items() if k != field))
+            if others not in budgets:
+                budgets[others] = passage_budget(judge.template, judge.backend, values)
+            values[field], cut = truncate_passage(values[field], budgets[others], judge.backend)
         stats.truncated += cut is not None
         j = Judgment(judge.id, pair.qid, pair.docid, truncated=cut, fallback=judge.fallback)
-        states.append(_PairState(pair, {"query": query, "passage": kept}, j))
+        states.append(_PairState(pair, values, j))
 
     steps = judge.template.steps
     retries_allowed = 1 if judge.spec.invalid_policy == "retry-once" else 0
@@ -268,14 +287,14 @@ async def _run_judge(
     judgments = {}
     for s in states:
         j = s.judgment
-        if j.label is None and j.invalid_reason is None:  # a template whose last step is not a label
-            labels = [o for o in j.steps if isinstance(o.value, int) and o.step in
-                      {st.id for st in steps if st.output == "label"}]
+        if not j.valid and j.invalid_reason is None:  # a template whose last step is not a label
+            labels = [o for o in j.steps if o.value is not None and o.step in
+                      {st.id for st in steps if st.output in ("label", "json")}]
             if labels:
                 _finish(s, judge, labels[-1])
             else:
                 j.invalid_reason = "no label step produced a label"
-        if j.label is None:
+        if not j.valid:
             stats.unjudged[j.invalid_reason or "invalid"] += 1
         else:
             stats.judged += 1
@@ -297,7 +316,7 @@ async def judge_pairs_async(
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise JudgeblenderError(f"two judges share the id {dupes[0]!r}: give each a distinct id")
     ok, skipped = resolve_pairs(pairs, queries, corpus, skip_missing)
-    items = [(p, queries[p.qid], corpus[p.docid]) for p in ok]
+    items = [(p, {"query": queries[p.qid], "passage": corpus[p.docid]}) for p in ok]
     reporter = reporter or SilentReporter()
     run = JudgeRun(pairs=ok, judgments={}, stats={}, skipped=skipped)
     for judge in judges:
@@ -323,6 +342,8 @@ def summary_rows(run: JudgeRun) -> list[dict[str, Any]]:
             "invalid_outputs": s.invalid_outputs, "invalid_rate": round(s.invalid_rate, 4), "retries": s.retries,
             "backend_retries": s.backend_retries, "calls_made": s.calls_made, "cache_hits": s.cache_hits, "truncated": s.truncated,
             "fallback": s.fallback, "seconds": round(s.seconds, 2),
+            # why pairs stayed unjudged (reason -> pairs), so a JSON summary says what is missing
+            "unjudged_reasons": dict(s.unjudged.most_common()),
         }
         for s in run.stats.values()
     ]

@@ -16,6 +16,8 @@ class StepOutcome:
     choice_mass: float | None = None
     cached: bool = False
     attempt: int = 0
+    reason: str | None = None  # json verdicts: the judge's stated reason
+    repaired: bool | None = None  # json verdicts: cut out of prose or fixed trailing commas
 
 
 @dataclass
@@ -28,6 +30,7 @@ class Judgment:
     expected: float | None = None
     # a scorer's raw score (embedding cosine, cross-encoder logit), for score-aware blends
     score: float | None = None
+    reason: str | None = None  # a rubric judge's one-line reason
     invalid_reason: str | None = None
     steps: list[StepOutcome] = field(default_factory=list)
     truncated: dict[str, int] | None = None
@@ -36,7 +39,7 @@ class Judgment:
 
     @property
     def valid(self) -> bool:
-        return self.label is not None
+        return self.label is not None or self.score is not None
 
     @property
     def raw_output(self) -> str | None:
@@ -54,6 +57,7 @@ class Judgment:
             "probs": self.probs,
             "expected": self.expected,
             "score": self.score,
+            "reason": self.reason,
             "invalid_reason": self.invalid_reason,
             "raw_output": self.raw_output,
             "reasoning": self.reasoning,

@@ -9,17 +9,17 @@ from ..prompts import PromptTemplate
 SAFETY_TOKENS = 32
 
 
-def passage_budget(template: PromptTemplate, backend: Backend, query: str) -> int | None:
-    """Largest passage length in tokens that fits every step of the template, or None if unknown."""
+def passage_budget(template: PromptTemplate, backend: Backend, values: dict[str, str]) -> int | None:
+    """Largest length in tokens of the template's `truncate` input that fits every step, or None if unknown."""
     ctx = backend.context_tokens()
     if ctx is None:
         return None
     budget = None
     earlier_text = 0  # explanation tokens a later step embeds
     for step in template.steps:
-        values = {"query": query, "passage": ""}
-        values.update({s.id: "" for s in template.steps})
-        system, user = template.render_step(step, values)
+        blank = {**values, template.truncate or "passage": ""}
+        blank.update({s.id: "" for s in template.steps})
+        system, user = template.render_step(step, blank)
         overhead = backend.count_tokens((system or "") + "\n" + user + (step.answer_prefix or "")) or 0
         room = ctx - overhead - step.max_tokens - earlier_text - SAFETY_TOKENS
         budget = room if budget is None else min(budget, room)

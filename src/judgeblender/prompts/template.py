@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -56,10 +56,10 @@ def render_text(text: str, values: dict[str, str]) -> str:
 
 
 class Step(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     id: str
-    output: Literal["label", "yesno", "text"] = "label"
+    output: Literal["label", "yesno", "text", "json"] = "label"
     system: str | None = None
     user: str
     labels: list[int] | None = None
@@ -70,6 +70,10 @@ class Step(BaseModel):
     logprobs: bool = True
     max_tokens: int = 128
     stop: dict[Literal["yes", "no"], int] = Field(default_factory=dict)
+    # json steps: the verdict's JSON schema, and which fields hold the score and the reason.
+    json_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    score_field: str = "score"
+    reason_field: str | None = "reason"
 
     @model_validator(mode="after")
     def _check(self) -> "Step":
@@ -77,8 +81,12 @@ class Step(BaseModel):
             raise ValueError(f"step id {self.id!r} must be a name (letters, digits, _)")
         if self.output != "yesno" and self.stop:
             raise ValueError(f"step {self.id!r}: stop rules apply to yesno steps only")
-        if self.output == "text" or not self.logprobs:
+        if self.output in ("text", "json") or not self.logprobs:
             self.answer_prefix = None
+        if self.output == "json" and not self.json_schema:
+            raise ValueError(f"step {self.id!r}: a json step needs a schema")
+        if self.json_schema is not None and self.output != "json":
+            raise ValueError(f"step {self.id!r}: only json steps take a schema")
         return self
 
     def choices(self, scale: list[int]) -> tuple[str, ...]:
@@ -96,6 +104,12 @@ class PromptTemplate(BaseModel):
     title: str = ""
     description: str = ""
     scale: list[int] = Field(default_factory=lambda: [0, 1, 2, 3])
+    # rubric judges: a continuous score range [min, max] instead of integer levels.
+    score_range: list[float] | None = None
+    # the item fields the prompt is filled from; relevance judging uses query and passage.
+    inputs: list[str] = Field(default_factory=lambda: list(BASE_VARIABLES))
+    # the input that is cut to fit the model's context when too long (none: never cut).
+    truncate: str | None = "passage"
     citation: str = ""
     license: str = ""
     source: str = ""
@@ -108,7 +122,11 @@ class PromptTemplate(BaseModel):
     def _check(self) -> "PromptTemplate":
         if not self.steps:
             raise ValueError("a template needs at least one step")
-        known = set(BASE_VARIABLES) | set(self.variables)
+        known = set(self.inputs) | set(self.variables)
+        if self.truncate is not None and self.truncate not in self.inputs:
+            self.truncate = None
+        if self.score_range is not None and (len(self.score_range) != 2 or self.score_range[0] >= self.score_range[1]):
+            raise ValueError(f"score_range must be [min, max] with min < max, got {self.score_range}")
         seen: set[str] = set()
         for step in self.steps:
             if step.id in seen or step.id in known:
@@ -128,14 +146,14 @@ class PromptTemplate(BaseModel):
                 if label not in self.scale:
                     raise ValueError(f"step {step.id!r}: stop label {label} is not in the scale {self.scale}")
             seen.add(step.id)
-        if not any(s.output == "label" for s in self.steps):
-            raise ValueError("a template needs at least one label step")
+        if not any(s.output in ("label", "json") for s in self.steps):
+            raise ValueError("a template needs at least one label or json step")
         return self
 
     @property
     def supports_logprobs(self) -> bool:
         """Scoring without generation needs every label/yesno step to have an answer prefix."""
-        return all(s.answer_prefix is not None for s in self.steps if s.output != "text")
+        return all(s.answer_prefix is not None for s in self.steps if s.output in ("label", "yesno"))
 
     def render_step(self, step: Step, values: dict[str, str]) -> tuple[str | None, str]:
         merged = {**self.variables, **values}
@@ -155,6 +173,8 @@ def load_template(path: str | Path) -> PromptTemplate:
         raise TemplateError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         return PromptTemplate(**data, path=str(path))
+    except TemplateError as exc:
+        raise TemplateError(f"{path}: {exc}") from None
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'template'}: {err['msg'].removeprefix('Value error, ')}"
