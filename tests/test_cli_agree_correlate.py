@@ -14,8 +14,10 @@ from judgeblender.cli import agree, correlate
 from judgeblender.errors import InputError
 
 RUNS_TINY = Path(__file__).parent / "data" / "runs_tiny"  # described in test_leaderboard.py
-GOLD = "".join(f"{q} 0 {q}{d} {l}\n" for q in ("q1", "q2", "q3") for d, l in (("r", 2), ("g", 3), ("p", 0), ("n", 0), ("u", 0)))
-PRED = "".join(f"{q} 0 {q}{d} {l}\n" for q in ("q1", "q2", "q3", "q4") for d, l in (("r", 2), ("g", 0), ("p", 3), ("n", 0)))
+GOLD_LABELS = {"r": 2, "g": 3, "p": 0, "n": 0, "u": 0}
+PRED_LABELS = {"r": 2, "g": 0, "p": 3, "n": 0}
+GOLD = "".join(f"{q} 0 {q}{d} {l}\n" for q in ("q1", "q2", "q3") for d, l in GOLD_LABELS.items())
+PRED = "".join(f"{q} 0 {q}{d} {l}\n" for q in ("q1", "q2", "q3", "q4") for d, l in PRED_LABELS.items())
 
 AGREE_KEYS = {"name", "n", "kappa", "kappa_binary", "alpha_ordinal", "weighted_kappa_linear",
               "weighted_kappa_quadratic", "confusion", "coverage", "accuracy", "per_level_accuracy"}
@@ -88,6 +90,18 @@ def test_agree_rejects_labels_outside_0_to_3_with_file_and_line(app, qrels, tmp_
     assert "bad.qrels:2" in str(res.exception)
 
 
+def test_agree_invalid_labels_abstain_counts_them_instead_of_stopping(app, qrels, tmp_path):
+    gold, _ = qrels
+    odd = tmp_path / "odd.qrels"
+    odd.write_text("q1 0 q1r 2\nq1 0 q1g 1.\nq1 0 q1p 0\n")  # '1.' as in a real LLM output
+    res = invoke(app, ["agree", "--gold", gold, odd])
+    assert isinstance(res.exception, InputError) and "odd.qrels:2" in str(res.exception)
+    res = invoke(app, ["agree", "--gold", gold, odd, "--invalid-labels", "abstain", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert d["n"] == 2 and d["invalid"] == 1
+
+
 # --- correlate -------------------------------------------------------------------------------------
 
 def test_correlate_json_keys_and_default_measures(app, qrels):
@@ -123,7 +137,7 @@ def test_correlate_table_groups_and_plot(app, qrels, tmp_path):
                        "--bootstrap", "50", "--seed", "1", "--groups", groups, "--plot", plot])
     assert res.exit_code == 0, res.output
     assert "4 runs, 3 queries of the gold qrels" in res.output
-    assert "0.667 [" in res.output  # tau with its interval
+    assert "0.667" in res.output and "95% bootstrap interval over queries (50 samples, seed 1)" in res.output
     assert "Bias by system family" in res.output
     alpha = next(line for line in res.output.splitlines() if "alpha" in line)
     assert "-0.3333" in alpha and "+1.00" in alpha

@@ -29,6 +29,8 @@ from scipy import stats
 from judgeblender.errors import InputError
 from judgeblender.evaluate import (
     RunSet,
+    bootstrap_intervals,
+    bootstrap_query_counts,
     correlate,
     evaluate_runs,
     grid_svg,
@@ -71,7 +73,8 @@ def test_tau_ap_by_hand_top_swap_costs_more_than_bottom_swap():
     # estimate A > B > D > C: p(2) = 1, p(3) = 2/2, p(4) = 2/3 (D above C is wrong)
     assert tau_ap(gold, [4, 3, 1, 2]) == pytest.approx(2 / 3 * (1 + 1 + 2 / 3) - 1)  # 7/9
     # Kendall's tau cannot tell the two swaps apart
-    assert stats.kendalltau(gold, [3, 4, 2, 1]).statistic == pytest.approx(stats.kendalltau(gold, [4, 3, 1, 2]).statistic)
+    top_swap, bottom_swap = stats.kendalltau(gold, [3, 4, 2, 1]), stats.kendalltau(gold, [4, 3, 1, 2])
+    assert top_swap.statistic == pytest.approx(bottom_swap.statistic)
 
 
 def test_tau_ap_extremes_and_asymmetry():
@@ -164,6 +167,25 @@ def test_bootstrap_is_deterministic_for_a_seed(tiny_runs):
     lo, hi = cis(3)[0]
     assert -1 <= lo <= hi <= 1
     assert any(cis(3) != cis(s) for s in (4, 5, 6))
+
+
+def test_bootstrap_intervals_are_percentiles_of_scipy_over_explicit_resamples():
+    rng = np.random.default_rng(11)
+    gold = rng.random((6, 8))  # 6 runs x 8 queries
+    pred = gold + 0.4 * rng.random((6, 8))
+    counts = bootstrap_query_counts(8, 300, seed=5)
+    assert (counts.sum(axis=1) == 8).all()  # each sample draws 8 queries with replacement
+    taus, rhos, taps = [], [], []
+    for row in counts.astype(int):
+        drawn = np.repeat(np.arange(8), row)  # the resampled queries, repeats included
+        g, p = gold[:, drawn].mean(axis=1), pred[:, drawn].mean(axis=1)
+        taus.append(stats.kendalltau(g, p).statistic)
+        rhos.append(stats.spearmanr(g, p).statistic)
+        taps.append(tau_ap(g, p))
+    ci = bootstrap_intervals(gold, pred, counts, confidence=0.9)
+    assert ci["kendall_tau"] == pytest.approx(tuple(np.percentile(taus, [5, 95])))
+    assert ci["spearman_rho"] == pytest.approx(tuple(np.percentile(rhos, [5, 95])))
+    assert ci["tau_ap"] == pytest.approx(tuple(np.percentile(taps, [5, 95])))
 
 
 def test_bad_measure_is_a_clear_error(tiny_runs):

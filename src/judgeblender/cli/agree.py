@@ -10,8 +10,9 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ..blend.load import _read_qrels_lenient
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
-from ..pairs.qrels import read_qrels
+from ..pairs.qrels import Qrels, read_qrels
 from .console import console
 
 
@@ -19,22 +20,42 @@ def fmt(value: float, digits: int = 3) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
+INVALID_LABELS_HELP = ("A predicted label that is not an integer 0..3 (e.g. '1.'): 'error' stops naming "
+                       "file:line, 'abstain' leaves the pair unlabelled and counts it as invalid.")
+
+
+def read_prediction(path: Path, invalid_labels: str) -> tuple[Qrels, int]:
+    """A judge's qrels and how many of its labels were unreadable (always 0 with 'error')."""
+    if invalid_labels == "error":
+        return read_qrels(path, allowed=LEVELS), 0
+    if invalid_labels != "abstain":
+        raise typer.BadParameter("'error' or 'abstain'", param_hint="--invalid-labels")
+    pairs, bad = _read_qrels_lenient(path)
+    qrels: Qrels = {}
+    for (qid, docid), label in pairs.items():
+        if label is not None:
+            qrels.setdefault(qid, {})[docid] = label
+    return qrels, bad
+
+
 def agreement_table(reports: list[AgreementReport], gold: Path, n_gold: int) -> Table:
     # Text(), not strings: rich would read brackets in file names as markup.
     table = Table(
         title=Text(f"Agreement with {gold} ({n_gold} pairs)"),
-        caption="Only pairs labelled in both files count. kappa: Cohen's on 0-3; binary: 0-1 vs 2-3; "
-                "weighted: linear / quadratic; alpha: Krippendorff's, ordinal.",
+        caption="Only pairs labelled in both files count. pairs: labelled in both; invalid: unreadable "
+                "predicted labels (--invalid-labels abstain); cover: pairs / gold pairs; "
+                "acc: exact accuracy; kappa: Cohen's on 0-3; k bin: on 0-1 vs 2-3; wk lin, wk quad: "
+                "linearly and quadratically weighted kappa; alpha: Krippendorff's, ordinal.",
     )
-    table.add_column("prediction")
-    for col in ("shared pairs", "coverage", "accuracy", "kappa", "kappa binary",
-                "w-kappa lin", "w-kappa quad", "alpha ord"):
-        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("prediction", min_width=12, overflow="fold")
+    for col in ("pairs", "invalid", "cover", "acc", "kappa", "k bin", "wk lin", "wk quad", "alpha"):
+        table.add_column(col, justify="right")
     for r in reports:
+        coverage = "n/a" if math.isnan(r.coverage) else f"{r.coverage:.1%}"
         table.add_row(
-            Text(r.name), str(r.n), f"{r.coverage:.1%}" if not math.isnan(r.coverage) else "n/a", fmt(r.accuracy),
-            fmt(r.kappa), fmt(r.kappa_binary), fmt(r.weighted_kappa_linear),
-            fmt(r.weighted_kappa_quadratic), fmt(r.alpha_ordinal),
+            Text(r.name), str(r.n), str(r.invalid), coverage, fmt(r.accuracy), fmt(r.kappa),
+            fmt(r.kappa_binary), fmt(r.weighted_kappa_linear), fmt(r.weighted_kappa_quadratic),
+            fmt(r.alpha_ordinal),
         )
     return table
 
@@ -58,10 +79,14 @@ def register(app: typer.Typer) -> None:
         gold: Path = typer.Option(..., "--gold", help="Gold (human) qrels, labels 0-3."),
         as_json: bool = typer.Option(False, "--json", help="One JSON object per prediction file per line."),
         show_confusion: bool = typer.Option(False, "--confusion", help="Also print each 4x4 confusion matrix."),
+        invalid_labels: str = typer.Option("error", "--invalid-labels", help=INVALID_LABELS_HELP),
     ) -> None:
         """How well predicted labels agree with gold labels, on the pairs both label."""
         gold_qrels = read_qrels(gold, allowed=LEVELS)
-        reports = [agreement(gold_qrels, read_qrels(p, allowed=LEVELS), name=p.stem) for p in predictions]
+        reports = []
+        for path in predictions:
+            pred, invalid = read_prediction(path, invalid_labels)
+            reports.append(agreement(gold_qrels, pred, name=path.stem, invalid=invalid))
         if as_json:
             for r in reports:
                 typer.echo(json.dumps(r.to_dict()))

@@ -16,6 +16,7 @@ from ..evaluate.svgplot import grid_svg
 from ..pairs.qrels import read_qrels
 from ..pairs.runs import read_runs_dir
 from ..pairs.textfile import atomic_write_text
+from .agree import INVALID_LABELS_HELP, read_prediction
 from .console import console, err_console
 
 
@@ -28,7 +29,7 @@ def fmt(value: float, digits: int = 3, signed: bool = False) -> str:
 def with_ci(value: float, ci: tuple[float, float]) -> Text:
     if math.isnan(ci[0]):
         return Text(fmt(value))
-    return Text(f"{fmt(value)} [{fmt(ci[0], 2)}, {fmt(ci[1], 2)}]")
+    return Text(f"{fmt(value)}\n[{fmt(ci[0], 2)}, {fmt(ci[1], 2)}]")
 
 
 def correlation_table(reports: list[CorrelationReport], bootstrap: int, seed: int) -> Table:
@@ -39,13 +40,13 @@ def correlation_table(reports: list[CorrelationReport], bootstrap: int, seed: in
     table = Table(
         title=Text(f"Leaderboard correlation with the gold labels ({first.n_runs} runs, "
                    f"{first.n_queries} queries of the gold qrels)"),
-        caption=Text(f"Kendall's tau-b, Spearman's rho, tau_AP (reference: gold leaderboard). {ci_note}. "
+        caption=Text(f"tau: Kendall's tau-b; rho: Spearman's; tau_AP: reference = gold leaderboard. {ci_note}. "
                      "unjudged@10: share of top-10 documents without a predicted label."),
     )
-    table.add_column("prediction")
-    table.add_column("measure")
-    for col in ("Kendall tau", "Spearman rho", "tau_AP", "unjudged@10"):
-        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("prediction", min_width=12, overflow="fold")
+    table.add_column("measure", min_width=7, overflow="fold")
+    for col in ("tau", "rho", "tau_AP", "unjudged@10"):
+        table.add_column(col, justify="right")
     for r in reports:
         table.add_row(Text(r.name), Text(r.measure), with_ci(r.kendall_tau, r.kendall_tau_ci),
                       with_ci(r.spearman_rho, r.spearman_rho_ci), with_ci(r.tau_ap, r.tau_ap_ci),
@@ -84,10 +85,17 @@ def register(app: typer.Typer) -> None:
         groups_file: Path = typer.Option(None, "--groups", help="TSV 'run<TAB>group': report bias by system family."),
         plot: Path = typer.Option(None, "--plot", help="Write an SVG scatter plot (gold vs predicted score per run)."),
         per_run: bool = typer.Option(False, "--per-run", help="With --json, include every run's two scores."),
+        invalid_labels: str = typer.Option("error", "--invalid-labels", help=INVALID_LABELS_HELP),
     ) -> None:
         """Correlation between the leaderboard of runs under gold labels and under each prediction."""
         gold_qrels = read_qrels(gold)
-        preds = {p.stem: read_qrels(p) for p in predictions}
+        preds = {}
+        for path in predictions:
+            if path.stem in preds:  # results are keyed by name: one would hide the other
+                raise typer.BadParameter(f"two prediction files are named {path.stem!r}", param_hint="PREDICTIONS")
+            preds[path.stem], invalid = read_prediction(path, invalid_labels)
+            if invalid:
+                err_console.print(f"{path}: {invalid} unreadable label(s) left unjudged", markup=False)
         runs = read_runs_dir(runs_dir)
         groups = read_groups(groups_file) if groups_file else None
         if groups:

@@ -10,9 +10,7 @@ import math
 import warnings
 from dataclasses import asdict, dataclass, field
 
-import krippendorff
 import numpy as np
-from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
 from ..errors import InputError
 from ..pairs.qrels import Qrels, qrels_size
@@ -42,7 +40,7 @@ class AgreementReport:
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict; NaN becomes None because JSON has no NaN."""
-        return _nan_to_none(asdict(self))
+        return json_ready(asdict(self))
 
 
 def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0) -> AgreementReport:
@@ -81,6 +79,10 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0) -> Agreemen
             notes=notes,
         )
 
+    # Imported here, not at module level: scikit-learn takes seconds to import and every
+    # CLI command loads this module, most of them without computing agreement.
+    from sklearn.metrics import confusion_matrix
+
     cm = confusion_matrix(g, p, labels=list(LEVELS))
     row_totals = cm.sum(axis=1)
     per_level = [float(cm[i, i] / row_totals[i]) if row_totals[i] else nan for i in range(4)]
@@ -90,7 +92,8 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0) -> Agreemen
 
     for who, arr in (("gold", g), ("prediction", p)):
         if len(set(arr.tolist())) == 1:
-            notes.append(f"{who} gives label {arr[0]} to every shared pair: chance-corrected statistics may be undefined")
+            notes.append(f"{who} gives label {arr[0]} to every shared pair: "
+                         "chance-corrected statistics may be undefined")
 
     gb, pb = (g >= BINARY_THRESHOLD).astype(int), (p >= BINARY_THRESHOLD).astype(int)
     report = AgreementReport(
@@ -118,6 +121,8 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0) -> Agreemen
 
 
 def _kappa(a: np.ndarray, b: np.ndarray, labels: list[int], weights: str | None) -> float:
+    from sklearn.metrics import cohen_kappa_score
+
     # sklearn warns and returns NaN when expected disagreement is zero; the note covers it.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -126,6 +131,8 @@ def _kappa(a: np.ndarray, b: np.ndarray, labels: list[int], weights: str | None)
 
 
 def _alpha_ordinal(a: np.ndarray, b: np.ndarray) -> float:
+    import krippendorff
+
     # value_domain fixes the ordinal scale to 0..3 even when a level never occurs.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -150,11 +157,12 @@ def _check_levels(qrels: Qrels, role: str, source: str) -> None:
                 )
 
 
-def _nan_to_none(obj):
+def json_ready(obj):
+    """NaN -> None, recursively, tuples -> lists: json.dumps would write invalid NaN."""
     if isinstance(obj, float) and math.isnan(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _nan_to_none(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_nan_to_none(v) for v in obj]
+        return {k: json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
     return obj

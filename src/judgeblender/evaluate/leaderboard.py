@@ -20,7 +20,7 @@ from scipy import stats
 from ..errors import JudgeblenderError
 from ..pairs.qrels import Qrels
 from ..pairs.runs import Run
-from .agreement import _nan_to_none
+from .agreement import json_ready
 
 DEFAULT_MEASURES = ("nDCG@10", "AP(rel=2)")
 JUDGED_MEASURE = "Judged@10"
@@ -30,16 +30,20 @@ JUDGED_MEASURE = "Judged@10"
 # Per-query evaluation
 # ---------------------------------------------------------------------------------------
 
-def parse_measures(names: Sequence[str]) -> list:
-    """Parse measure strings with ir_measures, dropping repeats, keeping order."""
+def parse_measures(names: Sequence) -> list:
+    """Parse measure strings with ir_measures (measure objects pass through), dropping
+    repeats, keeping order."""
     parsed = []
     for name in names:
-        try:
-            measure = ir_measures.parse_measure(name)
-        except Exception as exc:  # ir_measures raises several types for bad syntax
-            raise JudgeblenderError(
-                f"cannot parse measure {name!r} ({exc}); use ir_measures syntax such as nDCG@10 or AP(rel=2)"
-            ) from None
+        if not isinstance(name, str):
+            measure = name
+        else:
+            try:
+                measure = ir_measures.parse_measure(name)
+            except Exception as exc:  # ir_measures raises several types for bad syntax
+                raise JudgeblenderError(
+                    f"cannot parse measure {name!r} ({exc}); use ir_measures syntax such as nDCG@10 or AP(rel=2)"
+                ) from None
         if measure not in parsed:
             parsed.append(measure)
     return parsed
@@ -65,6 +69,8 @@ class RunSet:
         self.names = [r.name for r in self.runs]
         self.queries = list(queries)
         self._by_depth: dict[int | None, list[dict[str, dict[str, float]]]] = {}
+        # (runs x queries): whether the run ranks anything for the query
+        self.retrieved = np.array([[bool(r.ranking.get(q)) for q in self.queries] for r in self.runs])
 
     def scored(self, depth: int | None) -> list[dict[str, dict[str, float]]]:
         if depth not in self._by_depth:
@@ -90,10 +96,12 @@ class RunSet:
 def evaluate_runs(runset: RunSet, qrels: Qrels, measures: Sequence) -> dict[str, np.ndarray]:
     """Per-query scores: {measure name: array (runs x queries)}.
 
-    Only the run set's queries are scored. Documents missing from the qrels count as not
-    relevant. A (run, query) cell ir_measures yields nothing for (the run retrieved nothing
-    for it, or the qrels have no label for it) scores 0, as `trec_eval -c` would.
+    `measures` are strings such as "nDCG@10" or parsed ir_measures measures. Only the run
+    set's queries are scored. Documents missing from the qrels count as not relevant. A
+    (run, query) cell ir_measures yields nothing for (the run retrieved nothing for it, or
+    the qrels have no label for it) scores 0, as `trec_eval -c` would.
     """
+    measures = parse_measures(measures)
     qrels = {q: qrels[q] for q in runset.queries if q in qrels}
     qindex = {q: i for i, q in enumerate(runset.queries)}
     shape = (len(runset.runs), len(runset.queries))
@@ -135,6 +143,7 @@ def kendall_tau(gold_scores: Sequence[float], pred_scores: Sequence[float]) -> f
 
 
 def spearman_rho(gold_scores: Sequence[float], pred_scores: Sequence[float]) -> float:
+    """Spearman's rho (Pearson correlation of average ranks), via scipy."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(stats.spearmanr(gold_scores, pred_scores).statistic)
@@ -283,7 +292,7 @@ class CorrelationReport:
         if per_run:
             d["runs"] = [{"run": r, "gold": g, "pred": p}
                          for r, g, p in zip(self.runs, self.gold_scores, self.pred_scores)]
-        return _nan_to_none(d)
+        return json_ready(d)
 
 
 def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run],
@@ -321,7 +330,9 @@ def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run]
     for pred_name, pred in predictions.items():
         with_judged = parsed + ([judged] if judged not in parsed else [])
         pred_pq = evaluate_runs(runset, pred, with_judged)
-        unjudged = float(1.0 - pred_pq[str(judged)].mean())
+        # over the (run, query) cells where the run ranks something: an empty ranking has no top 10
+        judged_share = pred_pq[str(judged)][runset.retrieved]
+        unjudged = float(1.0 - judged_share.mean()) if judged_share.size else math.nan
         notes = list(common_notes)
         absent = [q for q in queries if not pred.get(q)]
         if absent:
