@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from .textfile import iter_lines
+from .textfile import check_id, iter_lines
 
 
 @dataclass
@@ -28,45 +28,46 @@ class Run:
 
 def read_run(path: str | Path, name: str | None = None) -> Run:
     path = Path(path)
-    rows: dict[str, list[tuple[int, float, str]]] = {}
-    tag = None
+    rows: dict[str, list[tuple[str, float]]] = {}
     for lineno, line in iter_lines(path):
-        if not line.strip():
-            continue
         cols = line.split()
         if len(cols) != 6:
+            if not cols:
+                continue
             raise InputError(path, lineno, "6 columns 'query_id Q0 doc_id rank score run_tag'", line)
-        qid, _, docid, rank_s, score_s, tag = cols
-        try:
-            rank = int(rank_s)
-        except ValueError:
-            raise InputError(path, lineno, "an integer rank in column 4", rank_s) from None
-        if rank < 0:
-            raise InputError(path, lineno, "a rank >= 0 in column 4", rank_s)
+        qid, _, docid, rank_s, score_s, _tag = cols
+        if not rank_s.isdigit():  # the fast test; the slow path says what is wrong
+            _check_rank(path, lineno, rank_s)
         try:
             score = float(score_s)
         except ValueError:
             raise InputError(path, lineno, "a number score in column 5", score_s) from None
         if not math.isfinite(score):
             raise InputError(path, lineno, "a finite score in column 5", score_s)
-        rows.setdefault(qid, []).append((rank, score, docid))
+        rows.setdefault(qid, []).append((docid, score))
     run = Run(name=name or _run_name(path), path=path)
     for qid, entries in rows.items():
-        seen: set[str] = set()
-        for _, _, docid in entries:
-            if docid in seen:
-                raise InputError(path, None, f"each document once per query (query {qid} lists {docid} twice)")
-            seen.add(docid)
+        if len({d for d, _ in entries}) != len(entries):
+            seen: set[str] = set()
+            dupe = next(d for d, _ in entries if d in seen or seen.add(d))
+            raise InputError(path, None, f"each document once per query (query {qid} lists {dupe} twice)")
         # trec_eval ranks by score, ties by docid descending; follow it so depth-k pools match.
-        entries.sort(key=lambda e: (-e[1], _neg_key(e[2])))
-        run.ranking[qid] = [(d, s) for _, s, d in entries]
+        # Two stable sorts do that without a per-character key.
+        entries.sort(key=lambda e: e[0], reverse=True)
+        entries.sort(key=lambda e: e[1], reverse=True)
+        run.ranking[qid] = entries
     if not run.ranking:
         raise InputError(path, None, "at least one ranked document", "an empty run")
     return run
 
 
-def _neg_key(docid: str):
-    return tuple(-ord(c) for c in docid)
+def _check_rank(path: Path, lineno: int, rank_s: str) -> None:
+    try:
+        rank = int(rank_s)
+    except ValueError:
+        raise InputError(path, lineno, "an integer rank in column 4", rank_s) from None
+    if rank < 0:
+        raise InputError(path, lineno, "a rank >= 0 in column 4", rank_s)
 
 
 def _run_name(path: Path) -> str:
