@@ -1,0 +1,131 @@
+"""`judgeblender calibrate`: pick a panel's blend on a human seed set and write the panel file."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from ..blend import load_details, load_qrels_ballots
+from ..errors import JudgeblenderError
+from ..judges.calibrate_panel import Calibration, Candidate, blender_for, calibrate
+from ..pairs import Pair, read_corpus, read_qrels, read_queries, read_runs_dir
+from ..pairs.textfile import atomic_write_text
+from .console import console, err_console
+
+
+def _judge_fields(judge_id: str) -> tuple[str, str, str] | None:
+    """Judge ids are MODEL/PROMPT/MODE (a model string may itself hold slashes); None if not."""
+    parts = judge_id.rsplit("/", 2)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 and ":" in parts[0] else None
+
+
+def panel_toml(cal: Calibration, chosen: Candidate, source: str) -> str:
+    def q(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = [f"# Written by `judgeblender calibrate` from {source}.",
+             f"# Seed set: {cal.n_pairs} labelled pairs over {cal.n_queries} queries, {cal.folds} query folds.",
+             "# Held-out Cohen's kappa (mean +- standard error over folds) of every candidate:"]
+    for c in sorted(cal.candidates, key=lambda c: -c.mean if math.isfinite(c.mean) else 1e9):
+        mark = "  <- chosen" if c is chosen else ""
+        tau = f", leaderboard tau {c.tau:.3f}" if c.tau is not None and math.isfinite(c.tau) else ""
+        lines.append(f"#   {c.name}: {c.mean:.3f} +- {c.se:.3f}{tau}{mark}")
+    lines += [f"name = {q('calibrated')}", "", "[aggregator]", f"method = {q(chosen.method or 'mv')}",
+              f"tie = {q(chosen.tie)}", "seed = 0"]
+    if chosen.thresholds:
+        lines.append("thresholds = [" + ", ".join(f"{t:.4f}" for t in chosen.thresholds) + "]")
+    for judge in chosen.judges:
+        fields = _judge_fields(judge)
+        if fields is None:  # labels came from a qrels file: the user names the model
+            lines += ["", f"# judge {judge!r} came from a labels file: set its model and prompt",
+                      "[[judges]]", f"id = {q(judge)}", 'model = ""', 'prompt = "umbrela"']
+        else:
+            model, prompt, mode = fields
+            lines += ["", "[[judges]]", f"id = {q(judge)}", f"model = {q(model)}", f"prompt = {q(prompt)}",
+                      f"mode = {q(mode)}"]
+        if chosen.weights:
+            lines.append(f"weight = {chosen.weights[judge]:.4f}")
+    return "\n".join(lines) + "\n"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("calibrate")
+    def calibrate_cmd(
+        gold: Path = typer.Option(..., "--gold", help="Human seed labels (qrels)."),
+        details: Optional[Path] = typer.Option(None, "--details", help="Per-judge labels: a `judge --panel` details JSONL."),
+        labels: Optional[list[Path]] = typer.Option(None, "--labels", help="Or: one qrels file per judge (judge id = file name)."),
+        panel: Optional[str] = typer.Option(None, "--panel", help="Or: a panel (preset or .toml) to judge the seed pairs with."),
+        queries: Optional[Path] = typer.Option(None, "--queries", "-q"),
+        corpus: Optional[Path] = typer.Option(None, "--corpus", "-c"),
+        store_path: Path = typer.Option(Path("judgments.sqlite"), "--store"),
+        mode: str = typer.Option("logprobs", "--mode"),
+        runs: Optional[Path] = typer.Option(None, "--runs", help="Runs directory: also report leaderboard tau (nDCG@10) on the seed pairs."),
+        folds: int = typer.Option(5, "--folds", help="Query folds for held-out scoring."),
+        seed: int = typer.Option(0, "--seed"),
+        out: Path = typer.Option(..., "--out", "-o", help="The chosen panel file (TOML)."),
+    ) -> None:
+        """Score each judge and aggregator on a human seed set, choose, and write the panel file."""
+        gold_qrels = read_qrels(gold, allowed=range(4))
+        if details is not None:
+            table, source = load_details(details), str(details)
+        elif labels:
+            table, source = load_qrels_ballots(labels, invalid_labels="abstain"), ", ".join(map(str, labels))
+        elif panel and queries and corpus:
+            from ..judges import build_judge, judge_pairs
+            from ..judges.panel import ballots_from_run, get_panel
+            from ..store import CallStore
+
+            p = get_panel(panel, None, mode, {}, seed=seed)
+            pairs = [Pair(qid, d) for qid, docs in gold_qrels.items() for d in docs]
+            passages = read_corpus(corpus, wanted={x.docid for x in pairs})
+            with CallStore(store_path) as store:
+                run = judge_pairs([build_judge(s) for s in p.judges], pairs, read_queries(queries), passages, store,
+                                  skip_missing=True)
+            table, source = ballots_from_run(run), f"panel {panel} judged on {gold}"
+        else:
+            raise JudgeblenderError("give --details FILE, or --panel with --queries and --corpus")
+        cal = calibrate(table, gold_qrels, folds=folds, seed=seed)
+        if runs is not None:
+            _leaderboard_taus(cal, table, gold_qrels, runs, seed)
+        shown = Table(title=f"held-out kappa over {cal.folds} query folds ({cal.n_pairs} pairs, {cal.n_queries} queries)",
+                      title_justify="left")
+        for col in ("candidate", "kappa", "+- se", "tau nDCG@10"):
+            shown.add_column(col, justify="left" if col == "candidate" else "right")
+        for c in sorted(cal.candidates, key=lambda c: -c.mean if math.isfinite(c.mean) else 1e9):
+            tau = "" if c.tau is None else f"{c.tau:.3f}"
+            name = c.name + ("  <- chosen" if c is cal.chosen else "")
+            shown.add_row(name, f"{c.mean:.3f}", f"{c.se:.3f}", tau)
+        console.print(shown)
+        for w in cal.warnings:
+            err_console.print(f"[yellow]note[/] {w}")
+        if cal.chosen is None:
+            raise JudgeblenderError("no panel written: " + (cal.warnings[-1] if cal.warnings else "nothing to choose"))
+        atomic_write_text(out, panel_toml(cal, cal.chosen, source))
+        err_console.print(f"chose {cal.chosen.name} (criterion: mean held-out Cohen's kappa, one-standard-error "
+                          f"rule towards simpler candidates); wrote {out}")
+
+
+
+def _leaderboard_taus(cal: Calibration, table, gold, runs_dir: Path, seed: int) -> None:
+    """Tau of the run leaderboard under each candidate vs the human labels, on the seed pairs only."""
+    from ..evaluate import correlate
+
+    pairs = set(table.pairs)
+    gold_sub = {q: {d: l for d, l in docs.items() if (q, d) in pairs} for q, docs in gold.items()}
+    gold_sub = {q: docs for q, docs in gold_sub.items() if docs}
+    preds = {}
+    for c in cal.candidates:
+        labels = blender_for(c, seed).blend(table.only_judges(list(c.judges))).labels
+        qrels: dict[str, dict[str, int]] = {}
+        for (q, d), label in zip(table.pairs, labels):
+            if label is not None and q in gold_sub:
+                qrels.setdefault(q, {})[d] = label
+        preds[c.name] = qrels
+    reports = correlate(gold_sub, preds, read_runs_dir(runs_dir), measures=("nDCG@10",), bootstrap=0)
+    by_name = {r.name: r.kendall_tau for r in reports}
+    for c in cal.candidates:
+        c.tau = by_name.get(c.name)

@@ -1,0 +1,161 @@
+"""Choose a panel's blend on a human-labelled seed set.
+
+Candidates: each member alone, each fixed aggregator over all members, and the learned
+blends a panel file can hold (per-judge weights for `weighted`, expected-score cut points
+for `prob-expected`). Each is scored by Cohen's kappa on held-out queries: folds split by
+query (a query's pairs are never split), learned blends are fitted on the other folds.
+The choice follows the one-standard-error rule: among the candidates whose mean held-out
+kappa is within one standard error of the best, the simplest wins (a single judge, then a
+fixed rule, then a learned blend), because on a small seed set the rest is noise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..blend import BallotTable, Blender, blend
+from ..blend.calibrate import cohen_kappa, evaluate_split, fit_blend, gold_vector, split_by_queries
+from ..errors import JudgeblenderError
+
+MIN_QUERIES = 4
+MIN_PAIRS = 40
+FIXED = [("mv", "avg"), ("mv", "random"), ("mv", "min"), ("mv", "max"), ("av", "avg"), ("median", "avg"),
+         ("min", "avg"), ("max", "avg"), ("prob-expected", "avg"), ("dawid-skene", "avg")]
+LEARNED = ("weights", "thresholds")
+
+
+@dataclass
+class Candidate:
+    name: str
+    kind: str  # "member", "fixed", "learned"
+    fold_kappas: list[float]
+    method: str | None = None
+    tie: str = "avg"
+    judges: tuple[str, ...] = ()
+    weights: dict[str, float] | None = None
+    thresholds: tuple[float, ...] | None = None
+    tau: float | None = None
+    note: str | None = None
+
+    @property
+    def mean(self) -> float:
+        vals = [k for k in self.fold_kappas if math.isfinite(k)]
+        return float(np.mean(vals)) if vals else float("nan")
+
+    @property
+    def se(self) -> float:
+        vals = [k for k in self.fold_kappas if math.isfinite(k)]
+        return float(np.std(vals, ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 else float("nan")
+
+    @property
+    def simplicity(self) -> int:
+        return {"member": 0, "fixed": 1, "learned": 2}[self.kind]
+
+
+@dataclass
+class Calibration:
+    candidates: list[Candidate]
+    chosen: Candidate | None
+    n_queries: int
+    n_pairs: int
+    folds: int
+    warnings: list[str] = field(default_factory=list)
+
+
+def _folds(table: BallotTable, y: np.ndarray, k: int) -> list[list[str]]:
+    """Query ids of each test fold: queries dealt round-robin in sorted order (deterministic)."""
+    queries = sorted({q for (q, _), g in zip(table.pairs, y) if g >= 0})
+    return [queries[i::k] for i in range(k)]
+
+
+def _fold_kappa(y: np.ndarray, table: BallotTable, test_queries: list[str], labels: list[int | None]) -> float:
+    qset = set(test_queries)
+    rows = [i for i, (q, _) in enumerate(table.pairs) if q in qset and y[i] >= 0 and labels[i] is not None]
+    if len(rows) < 2:
+        return float("nan")
+    return cohen_kappa(y[rows], np.array([labels[i] for i in rows]))
+
+
+def calibrate(table: BallotTable, gold: dict[str, dict[str, int]], folds: int = 5, seed: int = 0) -> Calibration:
+    y = gold_vector(table, gold)
+    labelled = y >= 0
+    n_pairs = int(labelled.sum())
+    queries = {q for (q, _), ok in zip(table.pairs, labelled) if ok}
+    k = max(2, min(folds, len(queries)))
+    result = Calibration([], None, len(queries), n_pairs, k)
+    if n_pairs == 0:
+        raise JudgeblenderError("no judged pair has a human label: nothing to calibrate on")
+    fold_queries = _folds(table, y, k)
+    has_probs = table.probs is not None and not np.isnan(table.probs).all()
+
+    for j, judge in enumerate(table.judges):
+        labels = [None if v < 0 else int(v) for v in table.labels[:, j]]
+        result.candidates.append(Candidate(f"member {judge}", "member",
+                                           [_fold_kappa(y, table, f, labels) for f in fold_queries],
+                                           method="mv", judges=(judge,)))
+    if len(table.judges) > 1:
+        for method, tie in FIXED:
+            if method == "prob-expected" and not has_probs:
+                continue
+            try:
+                labels = blend(table, method, tie=tie, seed=seed).labels
+            except Exception as exc:  # e.g. crowd-kit missing: recorded, not fatal
+                result.warnings.append(f"{method}: skipped ({exc})")
+                continue
+            name = f"{method}({tie})" if method in ("mv", "median") else method
+            result.candidates.append(Candidate(name, "fixed", [_fold_kappa(y, table, f, labels) for f in fold_queries],
+                                               method=method, tie=tie, judges=tuple(table.judges)))
+        for learner in LEARNED:
+            kappas = []
+            index = {p: i for i, p in enumerate(table.pairs)}
+            for test_q in fold_queries:
+                train, test = split_by_queries(table, test_q)
+                try:
+                    _, pred = evaluate_split(train, test, gold, learner)
+                except ValueError as exc:
+                    result.warnings.append(f"learned {learner}: a fold could not be fitted ({exc})")
+                    kappas.append(float("nan"))
+                    continue
+                labels: list[int | None] = [None] * table.n_pairs
+                for pair, label in zip(test.pairs, pred):
+                    labels[index[pair]] = label
+                kappas.append(_fold_kappa(y, table, test_q, labels))  # scored like every other candidate
+            try:
+                final = fit_blend(table, gold, learner, seed=seed)
+            except ValueError as exc:
+                result.warnings.append(f"learned {learner}: {exc}")
+                continue
+            cand = Candidate(f"learned {learner}", "learned", kappas, judges=tuple(table.judges))
+            if learner == "weights":
+                cand.method, cand.weights = "weighted", final.weights
+            else:
+                cand.method, cand.thresholds = "prob-expected", final.thresholds
+            result.candidates.append(cand)
+
+    if len(queries) < MIN_QUERIES or n_pairs < MIN_PAIRS:
+        result.warnings.append(
+            f"the seed set is too small to choose: {len(queries)} queries and {n_pairs} labelled pairs "
+            f"(need at least {MIN_QUERIES} queries and {MIN_PAIRS} pairs); label more pairs")
+        return result
+    scored = [c for c in result.candidates if math.isfinite(c.mean)]
+    if not scored:
+        result.warnings.append("no candidate has a finite held-out kappa")
+        return result
+    best = max(scored, key=lambda c: c.mean)
+    bar = best.mean - (best.se if math.isfinite(best.se) else 0.0)
+    result.chosen = min((c for c in scored if c.mean >= bar), key=lambda c: (c.simplicity, -c.mean))
+    if result.chosen is not best:
+        result.warnings.append(f"{best.name} has the best mean kappa ({best.mean:.3f}) but {result.chosen.name} "
+                               f"({result.chosen.mean:.3f}) is within one standard error and simpler")
+    return result
+
+
+def blender_for(c: Candidate, seed: int = 0) -> Blender:
+    if c.method == "weighted":
+        return Blender("weighted", tie=c.tie, seed=seed, weights=c.weights)
+    if c.thresholds is not None:
+        return Blender("prob-expected", thresholds=c.thresholds)
+    return Blender(c.method or "mv", tie=c.tie, seed=seed)
