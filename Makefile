@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXTRAS := local,models,hf,crowd,dev
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/judgeblender demo
 
-test: $(STAMP)
+# The labeling page is tested in a real headless browser: Debian's chromium and chromedriver.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		(apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null)
+
+test: $(STAMP) browser
 	$(PY) -m pytest -q
 
 test-fast: $(STAMP)

@@ -21,7 +21,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMAND_MODULES = ["judge", "blend", "calibrate", "agree", "correlate", "prompts", "store", "demo"]
+COMMAND_MODULES = [
+    "judge", "blend", "agree", "correlate", "pool", "label", "calibrate", "fill", "report", "compare",
+    "prompts", "store", "demo",
+]
 
 for _name in COMMAND_MODULES:
     import_module(f"{__name__}.{_name}").register(app)

@@ -34,8 +34,6 @@ def register(app: typer.Typer) -> None:
         progress: bool = typer.Option(True, "--progress/--no-progress"),
     ) -> None:
         """Judge 40 bundled TREC DL 2019 pairs (10 per label) and compare with the human labels."""
-        from sklearn.metrics import cohen_kappa_score
-
         paths = demo_files()
         queries = read_queries(paths["queries.tsv"])
         corpus = read_corpus(paths["passages.jsonl"])
@@ -63,10 +61,15 @@ def register(app: typer.Typer) -> None:
         console.print(table)
         print_summary(run)
         if human:
-            kappa = cohen_kappa_score(human, predicted, labels=[0, 1, 2, 3])
-            binary = cohen_kappa_score([h >= 2 for h in human], [x >= 2 for x in predicted])
-            console.print(f"Cohen's kappa (0-3): {kappa:.3f}   binary (0-1 vs 2-3): {binary:.3f}   "
-                          f"on {len(human)} of {len(pairs)} pairs with a valid label")
+            from ..evaluate import agreement
+
+            pred = {}
+            for p in pairs:
+                if judgments[p].label is not None:
+                    pred.setdefault(p.qid, {})[p.docid] = judgments[p].label
+            report = agreement(gold, pred, judge.id)
+            console.print(f"Cohen's kappa (0-3): {report.kappa:.3f}   binary (0-1 vs 2-3): {report.kappa_binary:.3f}   "
+                          f"on {report.n} of {len(pairs)} pairs with a valid label")
             if all(x is not None for x in scored):
                 from scipy.stats import spearmanr
                 from sklearn.metrics import roc_auc_score

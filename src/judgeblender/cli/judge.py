@@ -25,12 +25,13 @@ def backend_options(threads, base_url, api_key_env, concurrency, timeout, contex
 
 def print_summary(run, skipped_note: bool = True) -> None:
     table = Table(title="judging summary", title_justify="left")
-    for col in ("judge", "judged", "unjudged", "invalid rate", "retries", "calls made", "cached", "truncated", "seconds"):
+    for col in ("judge", "judged", "unjudged", "invalid rate", "retries", "backend retries", "calls made", "cached",
+                "truncated", "seconds"):
         table.add_column(col, justify="left" if col == "judge" else "right")
     for row in summary_rows(run):
         table.add_row(row["judge"], str(row["judged"]), str(row["unjudged"]), f"{row['invalid_rate']:.1%}",
-                      str(row["retries"]), str(row["calls_made"]), str(row["cache_hits"]), str(row["truncated"]),
-                      f"{row['seconds']:.1f}")
+                      str(row["retries"]), str(row["backend_retries"]), str(row["calls_made"]), str(row["cache_hits"]),
+                      str(row["truncated"]), f"{row['seconds']:.1f}")
     err_console.print(table)
     for stats in run.stats.values():
         if stats.fallback:

@@ -1,0 +1,62 @@
+"""`judgeblender fill`: human qrels with their holes filled by LLM labels, with provenance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from ..evaluate.agreement import LEVELS
+from ..label.merge import HUMAN, LLM, merge_labels, write_provenance
+from ..pairs import read_pairs, read_qrels, write_qrels
+from .console import console, err_console
+
+
+def default_provenance(out: Path) -> Path:
+    return out.with_name(out.stem + ".provenance.tsv")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("fill")
+    def fill_command(
+        gold: Path = typer.Option(..., "--gold", help="Human qrels: these labels are kept as they are."),
+        llm: Path = typer.Option(..., "--llm", help="LLM qrels: used only for pairs the human qrels lack."),
+        out: Path = typer.Option(..., "--out", "-o", help="Merged qrels to write."),
+        provenance: Optional[Path] = typer.Option(None, "--provenance", help="TSV qid, docid, label, source (human|llm) [default: OUT stem + .provenance.tsv]."),
+        pairs: Optional[Path] = typer.Option(None, "--pairs", help="The pool ('qid docid' TSV, qrels or run): report its pairs that neither file labels."),
+        as_json: bool = typer.Option(False, "--json", help="Print the counts as one JSON object."),
+    ) -> None:
+        """Merge human and LLM labels, human first; every pair records where its label came from."""
+        human = read_qrels(gold, allowed=LEVELS)
+        machine = read_qrels(llm, allowed=LEVELS)
+        merged = merge_labels(human, machine, read_pairs(pairs) if pairs else None)
+        provenance = provenance or default_provenance(out)
+        write_qrels(out, merged.qrels())
+        write_provenance(provenance, merged)
+
+        by_level = {src: [0] * len(LEVELS) for src in (HUMAN, LLM)}
+        for _, _, label, src in merged.rows:
+            by_level[src][label] += 1
+        counts = {"pairs": len(merged.rows), HUMAN: merged.count(HUMAN), LLM: merged.count(LLM),
+                  "labelled_by_both": merged.both, "llm_disagreed_with_human": merged.disagree,
+                  "labels": by_level, "unlabelled_pool_pairs": len(merged.unlabelled) if pairs else None}
+        if as_json:
+            typer.echo(json.dumps(counts))
+        else:
+            table = Table(title=Text(f"{out}: {len(merged.rows)} pairs"))
+            for col in ("source", "pairs", *(f"label {lvl}" for lvl in LEVELS)):
+                table.add_column(col, justify="left" if col == "source" else "right")
+            for src in (HUMAN, LLM):
+                table.add_row(src, str(counts[src]), *map(str, by_level[src]))
+            console.print(table)
+            console.print(f"{merged.both} pairs were labelled by both; the LLM disagreed on {merged.disagree} "
+                          "of them (the human label is kept)", markup=False)
+            if pairs:
+                console.print(f"{len(merged.unlabelled)} pairs of {pairs} have no label from either file"
+                              + (f" (first: {', '.join(f'{p.qid}/{p.docid}' for p in merged.unlabelled[:5])})"
+                                 if merged.unlabelled else ""), markup=False)
+        err_console.print(f"wrote {out} and {provenance}", markup=False)

@@ -1,0 +1,144 @@
+"""`judgeblender pool`: depth-k pooling of a directory of runs into the pairs to judge."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import JudgeblenderError
+from ..pairs.corpus import read_corpus
+from ..pairs.pool import (
+    check_runs_cover, default_bands, drop_duplicate_texts, exclude_judged, parse_bands, pool_runs,
+    read_query_ids, run_contributions, stratified_sample, write_duplicates, write_pairs,
+)
+from ..pairs.qrels import read_qrels
+from ..pairs.runs import read_runs_dir
+from .console import console, err_console
+
+SHOWN_DUPLICATES = 20
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("pool")
+    def pool_command(
+        runs_dir: Path = typer.Option(..., "--runs", help="Directory of TREC run files (plain or gzip)."),
+        depth: int = typer.Option(10, "--depth", "-k", help="Pool each run's top k documents per query."),
+        out: Path = typer.Option(..., "--out", "-o", help="Pairs TSV to write: qid<TAB>docid."),
+        exclude: Optional[Path] = typer.Option(None, "--exclude", help="Qrels of pairs already judged: pool only the holes."),
+        queries_from: Optional[Path] = typer.Option(None, "--queries-from", help="Pool only the queries of this qrels or queries TSV."),
+        corpus: Optional[Path] = typer.Option(None, "--corpus", help="Passages JSONL, for --drop-duplicates."),
+        drop_duplicates: bool = typer.Option(False, "--drop-duplicates", help="Keep one document per identical text (after case/whitespace folding) per query; needs --corpus."),
+        skip_missing: bool = typer.Option(False, "--skip-missing", help="With --drop-duplicates: keep documents that have no text in --corpus (unchecked) instead of failing."),
+        duplicates_out: Optional[Path] = typer.Option(None, "--duplicates-out", help="TSV of every dropped duplicate: qid, dropped, kept."),
+        sample: Optional[int] = typer.Option(None, "--sample", help="Also draw this many pairs, stratified by query and rank band, for a human seed set."),
+        sample_out: Optional[Path] = typer.Option(None, "--sample-out", help="Where --sample writes its pairs TSV."),
+        bands: Optional[str] = typer.Option(None, "--bands", help="Rank bands for --sample, e.g. 1-3,4-10 [default: 1-3, 4-10, 11-100, 101-depth, cut to depth]."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the --sample draw."),
+        as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object instead of tables."),
+    ) -> None:
+        """Pool the top k of every run; write the (query, document) pairs left to judge."""
+        if drop_duplicates and corpus is None:
+            raise JudgeblenderError("--drop-duplicates needs --corpus (the texts to compare)")
+        if (sample is None) != (sample_out is None):
+            raise JudgeblenderError("--sample and --sample-out go together")
+        band_list = parse_bands(bands, depth) if bands else default_bands(depth)
+        runs = read_runs_dir(runs_dir)
+        queries = read_query_ids(queries_from) if queries_from else None
+        if queries is not None:
+            check_runs_cover(runs, queries, str(queries_from))
+        judged = read_qrels(exclude) if exclude else {}
+
+        pooled = pool_runs(runs, depth, queries)
+        kept, dupes, no_text = pooled, [], []
+        if drop_duplicates:
+            texts = read_corpus(corpus, wanted={p.docid for p in pooled})
+            kept, dupes, no_text = drop_duplicate_texts(pooled, texts, str(corpus), judged, skip_missing)
+        holes = exclude_judged(kept, judged)
+        write_pairs(out, holes)
+        if duplicates_out:
+            write_duplicates(duplicates_out, dupes)
+        drawn = stratified_sample(holes, sample, seed, band_list) if sample else []
+        if sample:
+            write_pairs(sample_out, drawn)
+
+        summary = _summary(runs, depth, pooled, kept, holes, dupes, drawn, band_list)
+        summary["without_text"] = no_text
+        summary["queries_without_runs"] = sorted(queries - {p.qid for p in pooled}) if queries is not None else []
+        if as_json:
+            typer.echo(json.dumps(summary))
+        else:
+            _print_summary(summary, dupes)
+        err_console.print(f"wrote {len(holes)} pairs to {out}"
+                          + (f", a sample of {len(drawn)} to {sample_out}" if sample else ""), markup=False)
+
+
+def _summary(runs, depth, pooled, kept, holes, dupes, drawn, bands) -> dict:
+    per_query: dict[str, dict[str, int]] = {}
+    for name, pairs in (("pooled", pooled), ("after_dedupe", kept), ("holes", holes), ("sampled", drawn)):
+        for qid, n in Counter(p.qid for p in pairs).items():
+            per_query.setdefault(qid, {"pooled": 0, "after_dedupe": 0, "holes": 0, "sampled": 0})[name] = n
+    for counts in per_query.values():
+        counts["duplicates"] = counts["pooled"] - counts.pop("after_dedupe")
+        counts["judged"] = counts["pooled"] - counts["duplicates"] - counts["holes"]
+    sample_bands = Counter(next(f"{lo}-{hi}" for lo, hi in bands if lo <= p.best_rank <= hi) for p in drawn)
+    return {
+        "depth": depth,
+        "runs": len(runs),
+        "queries": len(per_query),
+        "pooled": len(pooled),
+        "duplicates": len(dupes),
+        "judged": len(kept) - len(holes),
+        "holes": len(holes),
+        "sampled": len(drawn),
+        "sample_bands": dict(sample_bands),
+        "per_query": per_query,
+        "per_run": [vars(c) for c in run_contributions(runs, pooled, holes)],
+        "duplicate_pairs": [vars(d) for d in dupes],
+    }
+
+
+def _print_summary(s: dict, dupes) -> None:
+    runs = Table(title=Text(f"Contribution of each run (top {s['depth']})"),
+                 caption="top-k: pairs in the run's top k; unique: pairs no other run pools; "
+                         "holes: pairs left to judge after duplicates and already-judged pairs are dropped.")
+    for col in ("run", "top-k", "unique", "holes"):
+        runs.add_column(col, justify="left" if col == "run" else "right")
+    for c in sorted(s["per_run"], key=lambda c: (-c["unique"], c["run"])):
+        runs.add_row(Text(c["run"]), str(c["top_k"]), str(c["unique"]), str(c["holes"]))
+    console.print(runs)
+
+    queries = Table(title="Pool per query",
+                    caption="pooled: distinct documents in the union of top-k lists; duplicates: dropped as "
+                            "copies of another pooled text; judged: already in --exclude; holes: written out.")
+    for col in ("query", "pooled", "duplicates", "judged", "holes", "sampled"):
+        queries.add_column(col, justify="left" if col == "query" else "right")
+    for qid, c in s["per_query"].items():
+        queries.add_row(Text(qid), *(str(c[k]) for k in ("pooled", "duplicates", "judged", "holes", "sampled")))
+    queries.add_row("total", *(str(s[k]) for k in ("pooled", "duplicates", "judged", "holes", "sampled")),
+                    style="bold")
+    console.print(queries)
+
+    console.print(f"{s['runs']} runs, depth {s['depth']}, {s['queries']} queries: {s['pooled']} pooled pairs, "
+                  f"{s['duplicates']} duplicate texts dropped, {s['judged']} already judged, "
+                  f"{s['holes']} left to judge", markup=False)
+    if s["sampled"]:
+        bands = ", ".join(f"ranks {b}: {n}" for b, n in sorted(s["sample_bands"].items(),
+                                                               key=lambda kv: int(kv[0].split("-")[0])))
+        console.print(f"sample: {s['sampled']} pairs ({bands})", markup=False)
+    if s["queries_without_runs"]:
+        console.print(f"warning: no run ranks anything for {len(s['queries_without_runs'])} of the --queries-from "
+                      f"queries: {', '.join(s['queries_without_runs'][:10])}", markup=False)
+    if s["without_text"]:
+        console.print(f"warning: {len(s['without_text'])} pooled document(s) have no text in the corpus and were "
+                      f"not checked for duplicates: {', '.join(s['without_text'][:10])}", markup=False)
+    for d in dupes[:SHOWN_DUPLICATES]:
+        console.print(f"duplicate: query {d.qid}: dropped {d.dropped}, kept {d.kept} (same text)", markup=False)
+    if len(dupes) > SHOWN_DUPLICATES:
+        console.print(f"... and {len(dupes) - SHOWN_DUPLICATES} more duplicates (--duplicates-out lists all)",
+                      markup=False)

@@ -1,0 +1,36 @@
+"""`judgeblender report`: one self-contained HTML page on how far the LLM labels can be trusted."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..report import ReportInputs, build_report
+from .console import console, err_console
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    def report_command(
+        gold: Path = typer.Option(..., "--gold", help="Human qrels (labels 0-3); their queries are the ones scored."),
+        preds: list[Path] = typer.Option(..., "--pred", help="LLM qrels, repeatable (one per judge or aggregator); named by file stem."),
+        runs_dir: Path = typer.Option(..., "--runs", help="Directory of TREC run files (plain or gzip)."),
+        out: Path = typer.Option(..., "--out", "-o", help="The HTML file to write."),
+        groups: Optional[Path] = typer.Option(None, "--groups", help="TSV 'run<TAB>group' of system families [default: derived from run names]."),
+        store: Optional[Path] = typer.Option(None, "--store", help="Call store: adds invalid-output rates, tokens and time per judge."),
+        bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap samples over queries for the intervals; 0 disables."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+        min_judged: float = typer.Option(0.9, "--min-judged", help="Flag runs whose Judged@10 is below this share."),
+        title: str = typer.Option("How far can the LLM labels be trusted?", "--title"),
+    ) -> None:
+        """Agreement, confusion matrices, leaderboards, bias by family, holes and cost, in one HTML file."""
+        data = build_report(ReportInputs(gold=gold, preds=list(preds), runs_dir=runs_dir, groups=groups, store=store,
+                                         bootstrap=bootstrap, seed=seed, min_judged=min_judged, title=title), out)
+        for a in data.agreements:
+            tau = next(r.kendall_tau for r in data.correlations if r.name == a.name and r.measure == "nDCG@10")
+            kappa = "n/a" if math.isnan(a.kappa) else f"{a.kappa:.3f}"
+            console.print(f"{a.name}: {a.n:,} shared pairs, kappa {kappa}, nDCG@10 tau {tau:.3f}", markup=False)
+        err_console.print(f"wrote {out}", markup=False)

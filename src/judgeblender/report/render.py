@@ -1,0 +1,172 @@
+"""The report's HTML: sections in the order a reader checks trust, plots as inline SVG."""
+
+from __future__ import annotations
+
+from html import escape
+
+from .. import __version__
+from ..evaluate.agreement import LEVELS
+from ..evaluate.bias import leaderboard_ranks, leaderboard_scatter
+from ..evaluate.svgplot import grid_svg
+from .data import LEADERBOARD_MEASURES, ReportData
+from .heatmap import confusion_svg
+from .html import bar, ci, notes, num, page, table
+
+SCATTER_MEASURES = ("nDCG@10", "AP(rel=2)")
+SECTIONS = (
+    ("agreement", "Label agreement"),
+    ("confusion", "Confusion matrices and per-level accuracy"),
+    ("correlation", "Leaderboard correlation"),
+    ("leaderboard", "Leaderboard under human and LLM labels"),
+    ("scatter", "Human vs LLM score per run, by system family"),
+    ("methods", "Retrieval-method comparison: where the judgments have holes"),
+    ("judges", "Judges: invalid outputs, cost and time"),
+)
+
+
+def render(d: ReportData) -> str:
+    body = [_header(d)]
+    for key, title in SECTIONS:
+        body.append(f'<h2 id="{key}">{escape(title)}</h2>')
+        body.append(globals()[f"_{key}"](d))
+    return page(d.inputs.title, "".join(body))
+
+
+def _header(d: ReportData) -> str:
+    i = d.inputs
+    preds = ", ".join(f"{escape(n)} ({p:,} pairs)" for n, p in d.pred_pairs.items())
+    toc = "".join(f'<li><a href="#{k}">{escape(t)}</a></li>' for k, t in SECTIONS)
+    return (f"<h1>{escape(i.title)}</h1>"
+            f'<p class="lead">Human labels <code>{escape(str(i.gold))}</code>: {d.gold_pairs:,} pairs on '
+            f"{d.gold_queries} queries. LLM labels: {preds}. Runs: {len(d.runs)} from "
+            f"<code>{escape(str(i.runs_dir))}</code>. Leaderboards are scored on the human labels' queries. "
+            f"Made by judgeblender {escape(__version__)}.</p>"
+            + notes(d.notes) + f"<nav><ol>{toc}</ol></nav>")
+
+
+def _agreement(d: ReportData) -> str:
+    rows = [[a.name, f"{a.n:,}", num(a.coverage, pct=True), num(a.accuracy), num(a.kappa), num(a.kappa_binary),
+             num(a.weighted_kappa_linear), num(a.weighted_kappa_quadratic), num(a.alpha_ordinal)]
+            for a in d.agreements]
+    caption = ("Only pairs labelled in both files count. pairs: labelled in both; coverage: of the human pairs; "
+               "kappa: Cohen's on 0-3; kappa bin: on 0-1 vs 2-3; wk: linearly / quadratically weighted kappa; "
+               "alpha: Krippendorff's, ordinal.")
+    out = table(["prediction", "pairs", "coverage", "accuracy", "kappa", "kappa bin", "wk linear", "wk quadratic",
+                 "alpha"], rows, caption)
+    return out + notes(f"{a.name}: {n}" for a in d.agreements for n in a.notes)
+
+
+def _confusion(d: ReportData) -> str:
+    svgs = "".join(confusion_svg(a.confusion, f"{a.name} ({a.n:,} pairs)", "human", "LLM") for a in d.agreements)
+    rows = [[a.name, *(num(x, pct=True) for x in a.per_level_accuracy), num(a.accuracy, pct=True)]
+            for a in d.agreements]
+    acc = table(["prediction", *(f"level {lvl}" for lvl in LEVELS), "all"], rows,
+                "Per-level accuracy: of the pairs people gave a level, the share the LLM gave the same level.")
+    return ('<p>Rows are the human label, columns the LLM label; a cell\'s shade is its share of the row.</p>'
+            f'<div class="plots">{svgs}</div>{acc}')
+
+
+def _correlation(d: ReportData) -> str:
+    first = d.correlations[0]
+    rows = [[escape(r.name), escape(r.measure), ci(r.kendall_tau, r.kendall_tau_ci), ci(r.spearman_rho, r.spearman_rho_ci),
+             ci(r.tau_ap, r.tau_ap_ci)] for r in d.correlations]
+    ci_note = (f"[lo, hi]: {first.confidence:.0%} bootstrap interval over queries ({first.bootstrap} samples, "
+               f"seed {d.inputs.seed})." if first.bootstrap else "No bootstrap intervals (--bootstrap 0).")
+    cap = (f"{first.n_runs} runs, {first.n_queries} queries. tau: Kendall's tau-b; rho: Spearman's; tau_AP: "
+           f"top-weighted, the human leaderboard as reference. {ci_note} R@10 is ir_measures' recall with a label "
+           ">= 1 counting as relevant; AP uses label >= 2.")
+    seen: set[str] = set()
+    extra = [f"{r.name}: {n}" for r in d.correlations for n in r.notes
+             if f"{r.name}: {n}" not in seen and not seen.add(f"{r.name}: {n}")]
+    return table(["prediction", "measure", "tau", "rho", "tau_AP"], rows, cap, left=2, raw_cells=True) + notes(extra)
+
+
+def _leaderboard(d: ReportData) -> str:
+    out = []
+    measures = [*LEADERBOARD_MEASURES, "Judged@10"]
+    head = ('<thead><tr><th class="l" rowspan="2">run</th><th class="l" rowspan="2">family</th>'
+            + "".join(f'<th colspan="2">{escape(m)}</th>' for m in measures)
+            + '<th colspan="2">rank by nDCG@10</th></tr><tr>'
+            + "<th>human</th><th>LLM</th>" * (len(measures) + 1) + "</tr></thead>")
+    for name in d.pred_pairs:
+        by_measure = {r.measure: r for r in d.correlations if r.name == name}
+        ndcg = by_measure["nDCG@10"]
+        ranks_h, ranks_l = leaderboard_ranks(ndcg.gold_scores), leaderboard_ranks(ndcg.pred_scores)
+        order = sorted(range(len(ndcg.runs)), key=lambda k: (ranks_h[k], ndcg.runs[k]))
+        rows = []
+        for k in order:
+            run = ndcg.runs[k]
+            cells = [escape(run), escape(d.groups.get(run, "(ungrouped)"))]
+            for m in LEADERBOARD_MEASURES:
+                cells += [num(by_measure[m].gold_scores[k]), num(by_measure[m].pred_scores[k])]
+            cells += [num(d.judged["human"][k], pct=True), num(d.judged[name][k], pct=True)]
+            cells += [f"{ranks_h[k]:g}", f"{ranks_l[k]:g}"]
+            rows.append(cells)
+        taus = ", ".join(f"{m}: tau {num(by_measure[m].kendall_tau)}, rho {num(by_measure[m].spearman_rho)}"
+                         for m in LEADERBOARD_MEASURES)
+        out.append(f"<h3>{escape(name)}</h3>")
+        out.append(table([], rows, f"Runs in the order of the human nDCG@10 leaderboard. {taus}. Judged@10: share "
+                                   "of a run's top 10 that the labels cover.", left=2, raw_cells=True, head_html=head))
+    return "".join(out)
+
+
+def _scatter(d: ReportData) -> str:
+    panels = [leaderboard_scatter(r, d.groups) for r in d.correlations if r.measure in SCATTER_MEASURES]
+    svg = grid_svg(panels, columns=len(SCATTER_MEASURES)).replace("<svg ", '<svg class="wide" ', 1)
+    rows = []
+    for report, groups in d.biases:
+        if report.measure != "nDCG@10":
+            continue
+        for g in groups:
+            rows.append([report.name, g.group, str(g.n_runs), f"{g.mean_score_diff:+.4f}", f"{g.mean_rank_shift:+.2f}"])
+    bias = table(["prediction", "family", "runs", "score diff", "rank shift"], rows,
+                 "nDCG@10. score diff: mean of (LLM score - human score); rank shift: mean of (LLM rank - human rank), "
+                 "rank 1 = best, so > 0 means the LLM labels rank the family lower.", left=2)
+    return (f"<p>Each point is a run at (its score under human labels, its score under LLM labels); points on the "
+            f"dashed line score the same under both. {escape(d.groups_note)}</p>{svg}{bias}")
+
+
+def _methods(d: ReportData) -> str:
+    out = ["<p>As in Vespa's LLM-as-a-judge workflow: each retrieval method's nDCG@10 and Recall@10 under the LLM "
+           "labels, beside its Judged@10. Unjudged documents count as irrelevant, so a method with a low Judged@10 "
+           "is scored on holes; judge its unlabelled top-10 documents before trusting its number "
+           "(<code>judgeblender pool --exclude</code> lists them).</p>"]
+    low = d.inputs.min_judged
+    for name, mt in d.methods.items():
+        rows = []
+        for run in mt.runs:
+            s = mt.scores[run]
+            cells = [escape(run)]
+            for m in mt.measures:
+                cells.append(num(s[m], pct=True) + bar(s[m], low) if m == "Judged@10" else num(s[m]))
+            rows.append(cells)
+        out.append(f"<h3>{escape(name)}</h3>")
+        out.append(table(["run", *mt.measures], rows,
+                         f"Means over the {mt.n_queries} queries these labels cover, best nDCG@10 first. R@10: "
+                         f"label >= 1 counts as relevant. Red bars: Judged@10 below {low:.0%}.",
+                         raw_cells=True))
+        holes = mt.holes(low)
+        if holes:
+            out.append(f'<p class="warn">{len(holes)} run(s) have Judged@10 below {low:.0%} under {escape(name)}: '
+                       f"{escape(', '.join(holes))}. Their scores rest on unlabelled documents.</p>")
+        else:
+            out.append(f"<p>Every run has Judged@10 of at least {low:.0%} under {escape(name)}.</p>")
+    return "".join(out)
+
+
+def _judges(d: ReportData) -> str:
+    if d.store is None:
+        return "<p>No call store was given (<code>--store</code>), so invalid-output rates, cost and time are not shown.</p>"
+    s = d.store
+    judges = table(
+        ["judge", "pairs", "invalid", "invalid rate", "most common reasons"],
+        [[j.judge, f"{j.pairs:,}", f"{j.invalid:,}", num(j.rate, pct=True),
+          "; ".join(f"{r} ({n})" for r, n in j.reasons)] for j in s.judges],
+        "invalid: pairs for which the judge produced neither a label nor a score (after its retries).")
+    models = table(
+        ["model", "calls", "tokens in", "tokens out", "model seconds", "seconds per call"],
+        [[m, f"{v['calls']:,}", f"{v['tokens_in']:,}", f"{v['tokens_out']:,}", f"{v['seconds']:.1f}",
+          f"{v['seconds'] / v['calls']:.2f}" if v["calls"] else "n/a"] for m, v in s.models.items()],
+        "Every call in the store, including ones other runs reused from it. Seconds are the model's own time per "
+        "call, summed; concurrent calls overlap in wall time.")
+    return f"<p>From <code>{escape(s.path)}</code>.</p><h3>Invalid outputs per judge</h3>{judges}<h3>Cost and time per model</h3>{models}"
