@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import InputError
-from ..pairs.qrels import read_qrels
+from ..pairs.qrels import read_qrels, read_qrels_abstaining
 from ..pairs.textfile import iter_lines
 from .votes import LABELS, N_LABELS, BallotTable, Pair, Vote, merge_tables
 
@@ -58,32 +58,6 @@ def _named(args: Sequence[str | Path]) -> list[tuple[str, Path]]:
     return named
 
 
-def _read_qrels_lenient(path: Path) -> tuple[dict[Pair, int | None], int]:
-    """Like read_qrels, but a label that is not 0..3 makes the judge abstain on that pair.
-
-    The lines must still have 4 columns. Returns the pairs (None = unreadable label) and the
-    number of unreadable labels.
-    """
-    out: dict[Pair, int | None] = {}
-    bad = 0
-    for lineno, line in iter_lines(path):
-        if not line.strip():
-            continue
-        cols = line.split()
-        if len(cols) != 4:
-            raise InputError(path, lineno, "4 columns 'query_id iteration doc_id label'", line)
-        qid, _, docid, raw = cols
-        label = int(raw) if raw.lstrip("-").isdigit() else None
-        if label is not None and label not in LABELS:
-            label = None
-        pair = (qid, docid)
-        if pair in out and out[pair] != label:
-            raise InputError(path, lineno, f"one label per pair ({qid} {docid} was {out[pair]} before)", raw)
-        bad += label is None and pair not in out
-        out[pair] = label
-    return out, bad
-
-
 def load_qrels_ballots(paths: Sequence[str | Path], *, invalid_labels: str = "error") -> BallotTable:
     """One judge per qrels file (argument `PATH` or `NAME=PATH`).
 
@@ -101,7 +75,7 @@ def load_qrels_ballots(paths: Sequence[str | Path], *, invalid_labels: str = "er
             pairs = {(q, d): lab for q, docs in read_qrels(path, allowed=LABELS).items() for d, lab in docs.items()}
             bad = 0
         else:
-            pairs, bad = _read_qrels_lenient(path)
+            pairs, bad = read_qrels_abstaining(path, LABELS)
         table = BallotTable.from_votes(((p, {judge: lab}) for p, lab in pairs.items()), judges=[judge])
         tables.append(BallotTable(table.pairs, table.judges, table.labels, None, {judge: bad}))
     return merge_tables(tables)

@@ -10,9 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ..blend.load import _read_qrels_lenient
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
-from ..pairs.qrels import Qrels, read_qrels
+from ..pairs.qrels import Qrels, read_qrels, read_qrels_abstaining
 from .console import console
 
 
@@ -30,7 +29,7 @@ def read_prediction(path: Path, invalid_labels: str) -> tuple[Qrels, int]:
         return read_qrels(path, allowed=LEVELS), 0
     if invalid_labels != "abstain":
         raise typer.BadParameter("'error' or 'abstain'", param_hint="--invalid-labels")
-    pairs, bad = _read_qrels_lenient(path)
+    pairs, bad = read_qrels_abstaining(path, range(4))
     qrels: Qrels = {}
     for (qid, docid), label in pairs.items():
         if label is not None:

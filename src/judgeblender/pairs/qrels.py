@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import InputError
-from .textfile import atomic_write_text, iter_lines
+from .textfile import atomic_write_text, check_id, iter_lines, report_repair
 
 Qrels = dict[str, dict[str, int]]
+
+
+def _qrels_rows(path: str | Path) -> Iterator[tuple[int, str, str, str]]:
+    """(line, qid, docid, label text) of every non-blank line; a line without 4 columns is an error."""
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        cols = line.split()
+        if len(cols) != 4:
+            raise InputError(path, lineno, "4 columns 'query_id iteration doc_id label'", line)
+        yield lineno, cols[0], cols[2], cols[3]
 
 
 def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
@@ -19,13 +30,7 @@ def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
     """
     allowed_set = set(allowed) if allowed is not None else None
     qrels: Qrels = {}
-    for lineno, line in iter_lines(path):
-        if not line.strip():
-            continue
-        cols = line.split()
-        if len(cols) != 4:
-            raise InputError(path, lineno, "4 columns 'query_id iteration doc_id label'", line)
-        qid, _, docid, raw = cols
+    for lineno, qid, docid, raw in _qrels_rows(path):
         try:
             label = int(raw)
         except ValueError:
@@ -39,6 +44,24 @@ def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
             )
         seen[docid] = label
     return qrels
+
+
+def read_qrels_abstaining(path: str | Path, allowed: Iterable[int]) -> tuple[dict[tuple[str, str], int | None], int]:
+    """Like read_qrels, but an unreadable label (e.g. "1.") or one outside `allowed` is kept as
+    None: the judge abstained on that pair. Returns the pairs and how many labels were unreadable."""
+    allowed_set = set(allowed)
+    out: dict[tuple[str, str], int | None] = {}
+    bad = 0
+    for lineno, qid, docid, raw in _qrels_rows(path):
+        label = int(raw) if raw.lstrip("-").isdigit() else None
+        if label is not None and label not in allowed_set:
+            label = None
+        pair = (qid, docid)
+        if pair in out and out[pair] != label:
+            raise InputError(path, lineno, f"one label per pair ({qid} {docid} was {out[pair]} before)", raw)
+        bad += label is None and pair not in out
+        out[pair] = label
+    return out, bad
 
 
 def qrels_size(qrels: Mapping[str, Mapping[str, int]]) -> int:
