@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
+from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import final_labels, write_details, write_qrels_file
 from ..pairs import read_corpus, read_pairs, read_queries
 from ..store import CallStore
@@ -24,15 +25,13 @@ def backend_options(threads, base_url, api_key_env, concurrency, timeout, contex
 
 
 def print_summary(run, skipped_note: bool = True) -> None:
-    table = Table(title="judging summary", title_justify="left")
-    for col in ("judge", "judged", "unjudged", "invalid rate", "retries", "backend retries", "calls made", "cached",
-                "truncated", "seconds"):
-        table.add_column(col, justify="left" if col == "judge" else "right")
+    """One line per judge, readable at any terminal width."""
     for row in summary_rows(run):
-        table.add_row(row["judge"], str(row["judged"]), str(row["unjudged"]), f"{row['invalid_rate']:.1%}",
-                      str(row["retries"]), str(row["backend_retries"]), str(row["calls_made"]), str(row["cache_hits"]),
-                      str(row["truncated"]), f"{row['seconds']:.1f}")
-    err_console.print(table)
+        err_console.print(
+            f"[bold]{row['judge']}[/]: {row['judged']} judged, {row['unjudged']} unjudged, "
+            f"invalid answers {row['invalid_rate']:.1%}, {row['calls_made']} calls made, {row['cache_hits']} from the store, "
+            f"{row['retries']} re-asked, {row['backend_retries']} transport retries, {row['truncated']} truncated, "
+            f"{row['seconds']:.1f} s", highlight=False)
     for stats in run.stats.values():
         if stats.fallback:
             err_console.print(f"[yellow]fallback[/] {stats.judge_id}: {stats.fallback}")
@@ -96,9 +95,14 @@ def register(app: typer.Typer) -> None:
         labels = final_labels(run)
         n = write_qrels_file(out, run, labels)
         details_path = details or out.with_name(out.name + ".details.jsonl")
-        write_details(details_path, run, labels)
+        flagged = flag_pairs(run.pairs, query_map, passages)  # reported only: labels stay as judged
+        write_details(details_path, run, labels, extra={p: {"injection": [str(f) for f in found]}
+                                                        for p, found in flagged.items()})
         print_summary(run)
+        if flagged:
+            err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(flagged))}", highlight=False)
         err_console.print(f"wrote {n} judgments to {out} and details to {details_path}")
         if json_summary:
             console.print_json(json.dumps({"qrels": str(out), "details": str(details_path),
-                                           "judges": summary_rows(run), "skipped": len(run.skipped)}))
+                                           "judges": summary_rows(run), "skipped": len(run.skipped),
+                                           "injection_flagged": len(flagged)}))
