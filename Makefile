@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXTRAS := local,models,hf,crowd,dev
 
-.PHONY: install demo test test-fast browser bench clean
+.PHONY: install demo test test-fast test-opik browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ test: $(STAMP) browser
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not model"
+
+# The Opik adapter in its own venv (opik's dependencies would downgrade openai in .venv).
+test-opik:
+	$(PYTHON) -m venv .venv-opik
+	.venv-opik/bin/python -m pip install --quiet --upgrade pip
+	.venv-opik/bin/python -m pip install --quiet -e ".[dev,opik]"
+	.venv-opik/bin/python -m pytest -q tests/test_opik_metric.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

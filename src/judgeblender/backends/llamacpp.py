@@ -119,8 +119,8 @@ class LlamaCppBackend(Backend):
         from llama_cpp import LlamaGrammar
 
         key = json.dumps(schema, sort_keys=True)
-        if key not in self._grammars:
-            self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+        if key not in self._grammars:  # built in declared key order: "reason" before "score" stays so
+            self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
         return self._grammars[key]
 
     def _generate(self, prompt: str, request: CallRequest) -> CallResult:
@@ -175,7 +175,12 @@ class LlamaCppBackend(Backend):
         return toks[0] if len(toks) == 1 else None
 
     def close(self) -> None:
-        self.llm.close() if hasattr(self.llm, "close") else None
+        # Drop it from the shared cache too, so a later create() loads a live model.
+        for key, backend in list(_LOADED.items()):
+            if backend is self:
+                del _LOADED[key]
+        if hasattr(self.llm, "close"):
+            self.llm.close()
 
 
 _LOADED: dict[tuple, LlamaCppBackend] = {}

@@ -23,7 +23,7 @@ app = typer.Typer(
 
 COMMAND_MODULES = [
     "judge", "blend", "agree", "correlate", "pool", "label", "calibrate", "fill", "report", "compare",
-    "prompts", "store", "demo",
+    "grade", "prompts", "store", "demo",
 ]
 
 for _name in COMMAND_MODULES:

@@ -137,16 +137,16 @@ def print_summary(s: dict[str, Any]) -> None:
     err_console.print(table)
     mean = "" if s["mean_pooled_score"] is None else f", mean {s['mean_pooled_score']:.3f}"
     err_console.print(f"items: {s['items']}; pooled ({s['pooling']}): {s['pooled']}{mean}; "
-                      f"no pooled score: {s['unpooled']}", markup=False)
+                      f"no pooled score: {s['unpooled']}", markup=False, soft_wrap=True)
     if s["passed"] or s["failed"]:
-        err_console.print(f"verdicts: {s['passed']} pass, {s['failed']} fail", markup=False)
+        err_console.print(f"verdicts: {s['passed']} pass, {s['failed']} fail", markup=False, soft_wrap=True)
     for m in s["judges"]:
         for reason, n in sorted(m["invalid_reasons"].items(), key=lambda kv: -kv[1]):
-            err_console.print(f"invalid {m['judge']}: {n} items: {reason}", markup=False)
+            err_console.print(f"invalid {m['judge']}: {n} items: {reason}", markup=False, soft_wrap=True)
     a = s["agreement"]
     shown = f"{a['alpha']:.3f}" if a["alpha"] is not None else f"undefined ({a['note']})"
     err_console.print(f"agreement between {a['members']} members: Krippendorff's alpha (interval) = {shown}"
-                      f" over {a['pairable_items']} items", markup=False)
+                      f" over {a['pairable_items']} items", markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -202,6 +202,6 @@ def register(app: typer.Typer) -> None:
                 f.write(json.dumps(item_record(result), ensure_ascii=False) + "\n")
         s = summary(run, pooling)
         print_summary(s)
-        err_console.print(f"wrote {len(run.results)} graded items to {out}", markup=False)
+        err_console.print(f"wrote {len(run.results)} graded items to {out}", markup=False, soft_wrap=True)
         if as_json:
             console.print_json(json.dumps({"out": str(out), **s}))

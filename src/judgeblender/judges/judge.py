@@ -42,7 +42,9 @@ class Judge:
         self.mode: Mode = spec.mode
         self.fallback: str | None = None
         if spec.mode == "logprobs":
-            if not self.template.supports_logprobs:
+            if any(step.output == "json" for step in self.template.steps):
+                self._fall_back(f"prompt {self.template.name!r} asks for a JSON verdict, which must be generated")
+            elif not self.template.supports_logprobs:
                 self._fall_back(f"prompt {self.template.name!r} must generate an explanation before its label")
             elif not self.backend.supports_logprobs:
                 self._fall_back(f"backend {self.backend.kind!r} cannot score label tokens")

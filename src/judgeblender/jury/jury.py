@@ -62,6 +62,9 @@ class Jury:
         for judge in self.judges:
             if not isinstance(judge, Judge):
                 raise JudgeblenderError(f"{judge.id}: a rubric jury needs prompt judges (LLMs)")
+            if judge.mode == "logprobs" and any(s.output == "json" for s in judge.template.steps):
+                raise JudgeblenderError(f"{judge.id}: a JSON verdict must be generated; "
+                                        "logprobs scoring cannot give one (use mode generate)")
         ids = [j.id for j in self.judges]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -78,7 +81,7 @@ class Jury:
             if item_id in seen:
                 raise InputError("items", n, "a unique id per item", item_id)
             seen.add(item_id)
-            missing = sorted(needed - set(item))
+            missing = sorted(needed - {k for k, v in item.items() if v is not None})
             if missing:
                 raise InputError("items", n, f"the fields {sorted(needed)}", f"missing {', '.join(missing)}")
             out.append((Pair(item_id, ""), {k: str(v) for k, v in item.items() if k != "id"}))

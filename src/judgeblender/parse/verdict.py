@@ -1,10 +1,14 @@
 """Read a JSON verdict such as {"score": 0.8, "reason": "..."} from model text.
 
 Safe repairs only: a verdict wrapped in prose or a ``` fence is cut out (the first balanced
-{...} object), and trailing commas before } or ] are dropped. The object is then validated
+{...} object), trailing commas before } or ] are dropped, and raw control characters (a
+newline, a tab) inside a string are read as themselves (llama-cpp-python's JSON grammar lets
+a model write them). The object is then validated
 against the step's JSON schema (types of the declared properties, required fields) with a
-pydantic model built from it, and the score must lie on the template's scale. Anything else
-is an invalid verdict with its reason, never a score.
+pydantic model built from it, and the score must lie on the template's scale. Types are
+checked strictly, as JSON Schema defines them: a score of true or "0.8" is the wrong type, not
+1.0 or 0.8 (only an integral number such as 2.0 counts as an integer). Anything else is an
+invalid verdict with its reason, never a score.
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError, create_model
+from pydantic import BeforeValidator, ValidationError, create_model
 
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
-_TYPES: dict[str, Any] = {"number": float, "integer": int, "string": str, "boolean": bool, "array": list, "object": dict}
+# JSON Schema calls 2.0 an integer; pydantic's strict int would not.
+_JSON_INT = Annotated[int, BeforeValidator(lambda v: int(v) if isinstance(v, float) and v.is_integer() else v)]
+_TYPES: dict[str, Any] = {"number": float, "integer": _JSON_INT, "string": str, "boolean": bool, "array": list,
+                          "object": dict}
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,16 @@ def _first_object(text: str) -> str | None:
     return None
 
 
+def _decode_error(text: str) -> str:
+    """What json says about the text from its first '{' on."""
+    fragment = text[text.find("{"):]
+    try:
+        json.loads(fragment)
+    except json.JSONDecodeError as exc:
+        return f"{exc.msg}, column {exc.colno}"
+    return "unbalanced braces"
+
+
 def _model_for(schema: dict[str, Any]):
     props = schema.get("properties", {})
     required = set(schema.get("required", props))
@@ -78,17 +95,19 @@ def parse_verdict(text: str | None, schema: dict[str, Any], score_field: str = "
     except json.JSONDecodeError:
         block = _first_object(text)
         if block is None:
+            if "{" in text:  # an object that never closes: most often output cut off at max_tokens
+                return Verdict(None, invalid_reason=f"broken JSON: the object never closes ({_decode_error(text)})")
             return Verdict(None, invalid_reason="no JSON object found")
         cleaned = _TRAILING_COMMA.sub(r"\1", block)
         try:
-            data = json.loads(cleaned)
+            data = json.loads(cleaned, strict=False)  # strict=False: raw newlines/tabs inside a string
         except json.JSONDecodeError as exc:
             return Verdict(None, invalid_reason=f"broken JSON: {exc.msg} at column {exc.colno}")
         repaired = True
     if not isinstance(data, dict):
         return Verdict(None, invalid_reason=f"expected a JSON object, got {type(data).__name__}")
     try:
-        checked = _model_for(schema).model_validate(data).model_dump()
+        checked = _model_for(schema).model_validate(data, strict=True).model_dump()
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return Verdict(None, data=data, invalid_reason=f"does not match the schema: {problems}")

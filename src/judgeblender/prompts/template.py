@@ -152,7 +152,10 @@ class PromptTemplate(BaseModel):
 
     @property
     def supports_logprobs(self) -> bool:
-        """Scoring without generation needs every label/yesno step to have an answer prefix."""
+        """Scoring without generation needs every label/yesno step to have an answer prefix;
+        a JSON verdict is always generated."""
+        if any(s.output == "json" for s in self.steps):
+            return False
         return all(s.answer_prefix is not None for s in self.steps if s.output in ("label", "yesno"))
 
     def render_step(self, step: Step, values: dict[str, str]) -> tuple[str | None, str]:
