@@ -9,6 +9,7 @@ import sys
 from importlib import import_module
 
 import typer
+from rich.markup import escape
 
 from ..errors import JudgeblenderError
 from .console import err_console
@@ -35,7 +36,8 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except JudgeblenderError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        # Messages quote user input (file lines, ids): escape it so "[x]" is shown, not parsed as markup.
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except (typer.Exit, SystemExit) as exc:
         code = getattr(exc, "exit_code", getattr(exc, "code", 0))
