@@ -5,6 +5,21 @@ text for base models without one. Generate mode decodes greedily. Logprobs mode 
 prompt plus the answer prefix once and reads the next-token logits of the label tokens: no
 sampling, no full-vocabulary logits for every position. Both modes reuse the longest token
 prefix shared with the previous call, which is why the engine orders calls by prompt text.
+
+Speed notes (measured in bench/benchmark.py, see docs/benchmarks.md):
+- The " " then digit spelling of a label needs the logits after one more token (the space).
+  By default that is a second, one-token forward pass (`space_path="separate"`). With
+  `space_path="batched"` the space goes into the prompt's batch and the logits of the last
+  two positions are read from one pass: a few percent faster, but llama.cpp's CPU kernels
+  round differently for other batch shapes, so label probabilities move (by up to ~0.1 on
+  DL19 pairs; the benchmark reports the agreement), hence it is an option, not the default.
+- llama.cpp's CPU threads meet at a barrier after every graph node. This build runs them with
+  OpenMP, whose waiting threads spin by default: on a machine already busy with other work a
+  spinning thread burns the time slice its partner needs, and a two-thread eval ran 3x slower
+  than with sleeping waits. So when the machine is already loaded (1-minute load average at
+  or above the cores) at the first model load, OMP_WAIT_POLICY is set to PASSIVE, unless the
+  environment sets it. Waiting changes no result, only speed; set OMP_WAIT_POLICY=ACTIVE (or
+  PASSIVE) yourself to decide.
 """
 
 from __future__ import annotations
@@ -12,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -33,7 +49,11 @@ class LlamaCppBackend(Backend):
     max_concurrency = 1  # one model, one KV cache: calls are serialised
 
     def __init__(self, path: str | Path, name: str | None = None, sha256: str | None = None,
-                 n_threads: int | None = None, n_ctx: int = DEFAULT_CTX, n_batch: int = 512, verbose: bool = False):
+                 n_threads: int | None = None, n_ctx: int = DEFAULT_CTX, n_batch: int = 512, verbose: bool = False,
+                 space_path: str = "separate"):
+        if space_path not in ("batched", "separate"):
+            raise JudgeblenderError(f"space_path must be 'batched' or 'separate', got {space_path!r}")
+        self.omp_wait_policy = _choose_omp_wait_policy()
         llama_cpp = require("llama_cpp", "local", "the llamacpp: backend")
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -48,7 +68,9 @@ class LlamaCppBackend(Backend):
         self.model_name = name or self.path.name
         self._sha256 = sha256
         self._lock = threading.Lock()
+        self.space_path = space_path
         self._n_vocab = self.llm.n_vocab()
+        self._space = self._space_token()
         self._choice_ids: dict[str, list[int]] = {}
         self._evaluated = 0
         self._grammars: dict[str, Any] = {}
@@ -134,19 +156,50 @@ class LlamaCppBackend(Backend):
         return CallResult(text=out["choices"][0]["text"], tokens_in=usage.get("prompt_tokens", len(tokens)),
                           tokens_out=usage.get("completion_tokens", 0))
 
-    def _eval_logprobs(self, tokens: list[int]) -> np.ndarray:
-        """Log-probabilities of the next token after `tokens`, reusing the cached prefix."""
+    def _eval_logprobs(self, tokens: list[int], rows: int = 1) -> list[np.ndarray]:
+        """Log-probabilities of the next token after each of the last `rows` tokens, evaluating
+        only what follows the prefix already in the KV cache (one batch holds the last rows)."""
         llm = self.llm
         cached = llm.input_ids[: llm.n_tokens]
         prefix = 0
         limit = min(len(cached), len(tokens))
         while prefix < limit and cached[prefix] == tokens[prefix]:
             prefix += 1
-        prefix = min(prefix, len(tokens) - 1)  # evaluate at least one token to get fresh logits
-        llm.n_tokens = prefix  # eval() drops the KV cache beyond this point
-        llm.eval(tokens[prefix:])
-        self._evaluated += len(tokens) - prefix
-        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(self._n_vocab,)).astype(np.float64)
+        prefix = min(prefix, len(tokens) - rows)  # evaluate at least the rows whose logits we need
+        if rows == 1 or not _has_batch_api(llm):
+            out = []
+            for end in range(len(tokens) - rows + 1, len(tokens) + 1):
+                llm.n_tokens = min(prefix, end - 1)  # eval() drops the KV cache beyond this point
+                self._evaluated += end - llm.n_tokens
+                llm.eval(tokens[llm.n_tokens:end])
+                prefix = end
+                out.append(self._logprobs_row(-1))
+            return out
+        if not llm._ctx.kv_cache_seq_rm(-1, prefix, -1):  # a cache that cannot drop a tail
+            llm._ctx.kv_cache_clear()
+            prefix = 0
+        llm.n_tokens = prefix
+        rest = tokens[prefix:]
+        self._evaluated += len(rest)
+        chunks = [rest[i:i + llm.n_batch] for i in range(0, len(rest), llm.n_batch)]
+        if len(chunks) > 1 and len(chunks[-1]) < rows:  # keep the last rows in one batch
+            move = rows - len(chunks[-1])
+            chunks[-2], chunks[-1] = chunks[-2][:-move], chunks[-2][-move:] + chunks[-1]
+        for k, chunk in enumerate(chunks):
+            n_past = llm.n_tokens
+            llm._batch.set_batch(batch=chunk, n_past=n_past, logits_all=False)
+            if k == len(chunks) - 1:
+                for j in range(len(chunk) - rows, len(chunk)):
+                    llm._batch.batch.logits[j] = True
+            llm._ctx.decode(llm._batch)
+            llm.input_ids[n_past:n_past + len(chunk)] = chunk
+            llm.n_tokens += len(chunk)
+        last = len(chunks[-1])
+        return [self._logprobs_row(j) for j in range(last - rows, last)]
+
+    def _logprobs_row(self, i: int) -> np.ndarray:
+        """Log-softmax of the logits of the i-th token of the last batch (-1: its last)."""
+        logits = np.ctypeslib.as_array(self.llm._ctx.get_logits_ith(i), shape=(self._n_vocab,)).astype(np.float64)
         top = logits.max()
         return logits - (top + math.log(np.exp(logits - top).sum()))
 
@@ -157,11 +210,18 @@ class LlamaCppBackend(Backend):
         "score: 2" is ":", " ", "2" and the second path carries nearly all the mass."""
         self._evaluated = 0
         tokens = self._tokens(text)
-        logp = self._eval_logprobs(tokens)
-        direct = {c: max(logp[i] for i in self._token_ids(c)) for c in choices}
-        space = self._space_token()
+        space = self._space
         if space is not None and text and not text[-1].isspace():
-            via_space = self._eval_logprobs(tokens + [space])
+            if self.space_path == "batched":
+                logp, via_space = self._eval_logprobs(tokens + [space], rows=2)
+            else:
+                (logp,) = self._eval_logprobs(tokens)
+                (via_space,) = self._eval_logprobs(tokens + [space])
+        else:
+            (logp,) = self._eval_logprobs(tokens)
+            via_space = None
+        direct = {c: max(logp[i] for i in self._token_ids(c)) for c in choices}
+        if via_space is not None:
             space_lp = logp[space]
             for c in choices:
                 other = space_lp + max(via_space[i] for i in self._token_ids(c))
@@ -183,22 +243,44 @@ class LlamaCppBackend(Backend):
             self.llm.close()
 
 
+def _has_batch_api(llm: Any) -> bool:
+    """Whether this llama-cpp-python exposes what batched logits need (0.3.x does)."""
+    return all(hasattr(llm, a) for a in ("_batch", "_ctx", "input_ids", "n_batch")) and hasattr(
+        llm._ctx, "kv_cache_seq_rm")
+
+
+def _choose_omp_wait_policy() -> str:
+    """OMP_WAIT_POLICY for llama.cpp's OpenMP threads, decided once per process (see the module doc)."""
+    current = os.environ.get("OMP_WAIT_POLICY")
+    if current:
+        return current.upper()
+    try:
+        busy = os.getloadavg()[0] >= (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        busy = False
+    if busy and "llama_cpp" not in sys.modules:  # OpenMP reads it when llama.cpp's libraries load
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        return "PASSIVE"
+    return "default"
+
+
 _LOADED: dict[tuple, LlamaCppBackend] = {}
 
 
-def create(model: str, n_threads: int | None = None, n_ctx: int = DEFAULT_CTX, **_: Any) -> LlamaCppBackend:
+def create(model: str, n_threads: int | None = None, n_ctx: int = DEFAULT_CTX, space_path: str = "separate",
+           **_: Any) -> LlamaCppBackend:
     """`default` / `qwen2.5-coder-0.5b` / `gemma-270m` are the packaged models; else a GGUF path.
 
     One loaded model per process and settings: judges sharing a model share its memory.
     """
-    key = (model, n_threads, n_ctx)
+    key = (model, n_threads, n_ctx, space_path)
     if key in _LOADED:
         return _LOADED[key]
     if model in PACKAGED:
         packaged = PACKAGED[model]
         backend = LlamaCppBackend(ensure_model(model), name=packaged.name, sha256=packaged.sha256,
-                                  n_threads=n_threads, n_ctx=n_ctx)
+                                  n_threads=n_threads, n_ctx=n_ctx, space_path=space_path)
     else:
-        backend = LlamaCppBackend(model, n_threads=n_threads, n_ctx=n_ctx)
+        backend = LlamaCppBackend(model, n_threads=n_threads, n_ctx=n_ctx, space_path=space_path)
     _LOADED[key] = backend
     return backend

@@ -8,7 +8,9 @@ The SDK's own retries are switched off; this module retries by itself so that ev
 counted (`retries_total`, `retry_reasons`) and the policy is the same on every server:
 
 - retried: HTTP 408, 429, 500, 502, 503, 504, timeouts, connection errors, and malformed
-  answers (a body that is not JSON, no choices, no message content);
+  answers (a body that is not JSON, no choices, no message content, no logprobs from a
+  server that has sent them at least `concurrency` times: an answer without them before
+  that means "cannot score");
 - waits: the server's Retry-After (seconds, HTTP date, or OpenAI's retry-after-ms) when it
   sends one, else exponential backoff with jitter (a random wait between half and all of
   0.5 s, 1 s, 2 s, 4 s, ... capped at 30 s);
@@ -349,6 +351,9 @@ def _decode(payload: bytes) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 # the backend
 # --------------------------------------------------------------------------------------
+# The header that asks the SDK for the unparsed HTTP response (what `with_raw_response` sets).
+_RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
+
 # Calls in flight per AsyncOpenAI client. The HTTP pool under a client scans all its
 # connections on every request, so at high concurrency a few clients of 8 connections each
 # cost far less CPU than one client of 64 (measured: about 1 ms less per call at 64).
@@ -466,6 +471,7 @@ class OpenAICompatBackend(Backend):
         self._loops: dict[asyncio.AbstractEventLoop, _LoopState] = {}
         self._runner: _LoopThread | None = None
         self._rng = random.Random()
+        self._logprobs_answers = 0  # answers that carried logprobs
 
     # --- identity -------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
@@ -485,6 +491,13 @@ class OpenAICompatBackend(Backend):
 
     def context_tokens(self) -> int | None:
         return self._context_tokens
+
+    def count_tokens(self, text: str) -> int | None:
+        """An estimate, only when a context size is set (so long passages get cut, not sent whole):
+        one token per 3 UTF-8 bytes, above the usual ~4 characters per token of English text."""
+        if self._context_tokens is None:
+            return None
+        return -(-len(text.encode("utf-8")) // 3)
 
     def __repr__(self) -> str:
         return (
@@ -591,16 +604,24 @@ class OpenAICompatBackend(Backend):
     ) -> CallResult:
         import openai
 
+        header = getattr(getattr(openai, "_constants", None), "RAW_RESPONSE_HEADER", _RAW_RESPONSE_HEADER)
         try:
             # The raw response: we read the JSON ourselves (cheaper than the SDK's models, and a
-            # body that is not JSON is caught here rather than handed back as text).
+            # body that is not JSON is caught here rather than handed back as text). The body is
+            # posted as built: `chat.completions.create` would first walk it against the SDK's
+            # typed parameters, which cost about as much client CPU as the HTTP exchange itself.
             raw = await asyncio.wait_for(
-                client.chat.completions.with_raw_response.create(
-                    **body, extra_body=extra_body or None, timeout=self.timeout_s
+                client.post(
+                    "/chat/completions",
+                    cast_to=object,
+                    body={**body, **extra_body} if extra_body else body,
+                    options={"headers": {header: "true"}, "timeout": self.timeout_s},
                 ),
                 timeout=self.timeout_s,
             )
             payload = raw.http_response.content
+            if self._key:  # a server that echoes the key into its answer must not get it stored
+                payload = payload.replace(self._key.reveal().encode(), b"***")
         except asyncio.TimeoutError:
             raise _Retryable(f"timeout: no answer within {self.timeout_s:g} s") from None
         except openai.APITimeoutError:
@@ -615,9 +636,17 @@ class OpenAICompatBackend(Backend):
         data = _decode(payload)
         if request.mode == "logprobs":
             try:
-                return parse_logprobs(data, request.choices)
+                result = parse_logprobs(data, request.choices)
             except LogprobsUnsupported as exc:
+                if self._logprobs_answers >= self.max_concurrency:
+                    # This server has scored many times: one answer without logprobs is a glitch to
+                    # retry, not a reason to switch the whole judge to generate mode. (Below that
+                    # count, answers racing in the first wave keep the old rule: cannot score.)
+                    raise _Retryable(f"malformed answer: {exc}") from None
                 raise LogprobsUnsupported(f"{self.name} at {self.public_base_url}: {exc}") from None
+            with self._lock:
+                self._logprobs_answers += 1
+            return result
         return parse_generate(data)
 
     def _status_failure(self, exc: Any, request: CallRequest) -> None:

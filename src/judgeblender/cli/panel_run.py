@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rich.markup import escape
+
 from ..judges import build_judge, judge_pairs, summary_rows
+from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import write_details, write_qrels_file
 from ..judges.panel import blend_run, get_panel
 from ..pairs import Pair
@@ -31,14 +34,20 @@ def run_panel(panel_name: str, panel_models: list[str] | None, pairs: list[Pair]
     blend_info = {"panel": panel.name, "method": panel.method, "tie": panel.tie, "seed": panel.seed}
     extra = {Pair(q, d): {"blend_reason": dec.reason, "tied": list(dec.tied) if dec.tied else None}
              for (q, d), dec in zip(result.table.pairs, result.decisions)}
+    flagged = flag_pairs(run.pairs, queries, corpus)  # reported only: labels stay as judged
+    for p, found in flagged.items():
+        extra[p]["injection"] = [str(f) for f in found]
     n = write_qrels_file(out, run, labels)
     details_path = details or out.with_name(out.name + ".details.jsonl")
     write_details(details_path, run, labels, blend=blend_info, extra=extra)
     print_summary(run)
+    if flagged:
+        err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(flagged))}", highlight=False)
     for line in result.summary_lines():
         err_console.print(line, markup=False)
     err_console.print(f"wrote {n} blended judgments to {out} and every judge's label to {details_path}")
     if json_summary:
         console.print_json(json.dumps({"qrels": str(out), "details": str(details_path), "panel": blend_info,
                                        "judged": n, "unjudged": dict(result.unjudged()),
-                                       "judges": summary_rows(run), "skipped": len(run.skipped)}))
+                                       "judges": summary_rows(run), "skipped": len(run.skipped),
+                                       "injection_flagged": len(flagged)}))

@@ -50,18 +50,26 @@ def parse_measures(names: Sequence) -> list:
 
 
 def _cutoff(measure) -> int | None:
+    """The depth a measure reads; None for the whole ranking. A judged_only measure drops
+    unjudged documents before taking its top k, so it needs the whole ranking too."""
     cutoff = measure.params.get("cutoff")
+    if measure.params.get("judged_only"):
+        return None
     return cutoff if isinstance(cutoff, int) else None
 
 
 class RunSet:
-    """Runs restricted to a fixed list of queries, in the dict shape ir_measures reads.
+    """Runs restricted to a fixed list of queries, for evaluating many qrels against them.
 
-    A measure with a cutoff k only looks at the top k documents, so it is evaluated on runs
-    cut to depth k: on DL19's 1,000-deep runs that is the difference between milliseconds and
-    seconds per qrels. The cut keeps every document tied in score with the k-th one, so the
-    evaluator's own tie-breaking still sees the same top k. Cut runs are built once and
-    reused for every qrels.
+    The common measures (nDCG@k, AP and AP(rel=r), P@k and P(rel=r)@k, Judged@k) are
+    computed here with numpy over a matrix of every (run, query) ranking, built once and
+    reused for every qrels, with trec_eval's own arithmetic: the same per-query values
+    ir_measures gives through pytrec_eval (and its Judged provider), bit for bit, but
+    without handing 1.6 million ranked documents to the evaluator once per qrels file.
+    Other measures go through ir_measures. A measure with a cutoff k only looks at the top k
+    documents, so for those the runs are cut to depth k, keeping every document tied in
+    score with the k-th one so that the evaluator's own tie-breaking still sees the same
+    top k; cut runs are built once and reused for every qrels.
     """
 
     def __init__(self, runs: Sequence[Run], queries: Sequence[str]):
@@ -69,13 +77,21 @@ class RunSet:
         self.names = [r.name for r in self.runs]
         self.queries = list(queries)
         self._by_depth: dict[int | None, list[dict[str, dict[str, float]]]] = {}
+        self._matrix: _RankMatrix | None = None
         # (runs x queries): whether the run ranks anything for the query
-        self.retrieved = np.array([[bool(r.ranking.get(q)) for q in self.queries] for r in self.runs])
+        ranked = [set(r.queries()) for r in self.runs]
+        self.retrieved = np.array([[q in rq for q in self.queries] for rq in ranked], dtype=bool).reshape(
+            len(self.runs), len(self.queries))
 
     def scored(self, depth: int | None) -> list[dict[str, dict[str, float]]]:
         if depth not in self._by_depth:
             self._by_depth[depth] = [self._cut(run, depth) for run in self.runs]
         return self._by_depth[depth]
+
+    def matrix(self) -> _RankMatrix:
+        if self._matrix is None:
+            self._matrix = _RankMatrix(self)
+        return self._matrix
 
     def _cut(self, run: Run, depth: int | None) -> dict[str, dict[str, float]]:
         out = {}
@@ -93,6 +109,206 @@ class RunSet:
         return out
 
 
+def _int_param(measure, name: str, default: int | None) -> int | None:
+    value = measure.params.get(name, default)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def _fast_kind(measure) -> str | None:
+    """The measures the rank matrix computes exactly as trec_eval (or ir_measures' Judged) does."""
+    name, params = measure.NAME, measure.params
+    if params.get("judged_only", False) is not False or params.get("dcg", "log2") != "log2":
+        return None
+    if name == "nDCG" and set(params) <= {"cutoff", "dcg", "judged_only"} and _int_param(measure, "cutoff", None):
+        return "ndcg"
+    if name == "AP" and set(params) <= {"rel", "judged_only"} and _int_param(measure, "rel", 1):
+        return "ap"
+    if (name == "P" and set(params) <= {"cutoff", "rel", "judged_only"} and _int_param(measure, "cutoff", None)
+            and _int_param(measure, "rel", 1)):
+        return "p"
+    if name == "Judged" and set(params) <= {"cutoff"} and _int_param(measure, "cutoff", None):
+        return "judged"
+    return None
+
+
+_UNJUDGED = -1
+
+
+class _RankMatrix:
+    """Each (run, query) ranking of a RunSet as one row of document codes, in trec_eval's
+    order (score descending, ties by docid descending), padded to the longest ranking."""
+
+    def __init__(self, runset: RunSet):
+        n_q = len(runset.queries)
+        self.n_queries = n_q
+        self.qindex = {q: i for i, q in enumerate(runset.queries)}
+        rows, docs, scores = [], [], []
+        for r, run in enumerate(runset.runs):
+            cols = run.columns()
+            for i, q in enumerate(cols.qids):
+                qi = self.qindex.get(q)
+                lo, hi = int(cols.offsets[i]), int(cols.offsets[i + 1])
+                if qi is not None and hi > lo:
+                    rows.append(r * n_q + qi)
+                    docs.append(cols.docs[lo:hi])
+                    scores.append(cols.scores[lo:hi])
+        n_rows = len(runset.runs) * n_q
+        self.lengths = np.zeros(n_rows, dtype=np.int64)
+        self.lengths[rows] = [len(d) for d in docs]
+        self.width = max(1, int(self.lengths.max()) if n_rows else 1)
+        self.row_query = np.tile(np.arange(n_q), len(runset.runs))
+        self._docs, self._scores, self._rows = docs, scores, rows
+        all_docs = np.concatenate(docs) if docs else np.array([], dtype=str)
+        packed, packable = _pack_ids(all_docs)
+        self.packed = bool(packable.all())
+        # codes number the distinct docids in sorted order (so comparing codes compares docids)
+        self.vocab, codes = np.unique(packed if self.packed else all_docs, return_inverse=True)
+        n_keys = n_q * len(self.vocab)
+        dtype = np.int32 if n_keys < 2**31 - 1 else np.int64
+        self.sentinel = n_keys  # the table slot of "no document here"
+        self.keys = np.full((n_rows, self.width), self.sentinel, dtype=dtype)
+        if docs:
+            sizes = np.array([len(d) for d in docs])
+            starts = np.cumsum(sizes) - sizes
+            # trec_eval ranks by the score as a C float (float32): scores that differ only
+            # beyond float32 precision tie there, and the tie goes to the larger docid.
+            all_scores = np.concatenate(scores)
+            s32 = all_scores.astype(np.float32)
+            new_tie = np.flatnonzero((s32[1:] == s32[:-1]) & (all_scores[1:] != all_scores[:-1]))
+            for j in np.unique(np.searchsorted(starts, new_tie, side="right") - 1).tolist():
+                lo, hi = starts[j], starts[j] + sizes[j]
+                if hi - lo < 2 or not np.any((s32[lo + 1:hi] == s32[lo:hi - 1]) & (
+                        all_scores[lo + 1:hi] != all_scores[lo:hi - 1])):
+                    continue  # the pair straddled two rows
+                order = np.lexsort((-codes[lo:hi], -s32[lo:hi]))
+                codes[lo:hi] = codes[lo:hi][order]
+                docs[j], scores[j] = docs[j][order], scores[j][order]
+            row_of = np.repeat(np.array(rows), sizes)
+            col_of = np.arange(len(codes)) - np.repeat(starts, sizes)
+            self.keys[row_of, col_of] = codes + (row_of % n_q) * len(self.vocab)
+        # trec_eval's discount for rank i + 1: log2(i + 2), with C's log2 (math.log2) for equal bits
+        self.discount = np.array([math.log2(i + 2) for i in range(self.width)])
+        self._ties_at: dict[int, list[int]] = {}
+        self._row_index = {row: i for i, row in enumerate(rows)}
+
+    def labels(self, qrels: Mapping[str, Mapping[str, int]], depth: int | None) -> np.ndarray:
+        """(rows x depth) int8 labels of the ranked documents; _UNJUDGED for unlabelled and padding."""
+        table = np.full(self.sentinel + 1, _UNJUDGED, dtype=np.int8)
+        n_vocab = len(self.vocab)
+        judged = [(self.qindex[q], d, label) for q, docs in qrels.items() if q in self.qindex
+                  for d, label in docs.items()]
+        if judged and n_vocab:
+            qi = np.array([j[0] for j in judged], dtype=np.int64)
+            names = np.array([j[1] for j in judged], dtype=str)
+            values = np.array([j[2] for j in judged], dtype=np.int8)
+            can_match = np.ones(len(names), dtype=bool)
+            if self.packed:
+                names, can_match = _pack_ids(names)  # a docid that cannot be packed matches no run docid
+            pos = np.minimum(np.searchsorted(self.vocab, names), n_vocab - 1)
+            hit = (self.vocab[pos] == names) & can_match
+            table[qi[hit] * n_vocab + pos[hit]] = values[hit]
+        keys = self.keys if depth is None or depth >= self.width else self.keys[:, :depth]
+        return table[keys]
+
+    def ties_at(self, k: int) -> list[int]:
+        """Rows whose k-th and (k+1)-th documents tie in score: where the order of ties matters at k."""
+        if k not in self._ties_at:
+            # float32 ties too: the matrix's order may differ from ir_measures' there
+            self._ties_at[k] = [row for row, s in zip(self._rows, self._scores)
+                                if len(s) > k and np.float32(s[k - 1]) == np.float32(s[k])]
+        return self._ties_at[k]
+
+    def row_docs(self, row: int) -> list[tuple[str, float]]:
+        i = self._row_index[row]
+        return list(zip(self._docs[i].tolist(), self._scores[i].tolist()))
+
+
+def _pack_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Docids as uint64 numbers that sort as the strings do (big-endian bytes, zero-padded), and
+    which ones could be packed (at most 8 characters, all below U+0100): np.unique on numbers is
+    far quicker than on text."""
+    width = ids.dtype.itemsize // 4
+    out = np.zeros(len(ids), dtype=np.uint64)
+    if width == 0 or not len(ids):
+        return out, np.ones(len(ids), dtype=bool)
+    chars = np.ascontiguousarray(ids).view(np.uint32).reshape(len(ids), width)
+    ok = chars.max(axis=1) <= 0xFF
+    if width > 8:
+        ok &= ~chars[:, 8:].any(axis=1)
+    for i in range(min(width, 8)):
+        out |= chars[:, i].astype(np.uint64) << np.uint64(8 * (7 - i))
+    return out, ok
+
+
+def _fits_int8(qrels: Mapping[str, Mapping[str, int]]) -> bool:
+    return all(isinstance(v, int) and 0 <= v <= 127 for docs in qrels.values() for v in docs.values())
+
+
+def _fast_values(runset: RunSet, qrels: Mapping[str, Mapping[str, int]], measures: list,
+                 out: dict[str, np.ndarray]) -> None:
+    """Fill `out` for measures _fast_kind accepts, with trec_eval's arithmetic (see RunSet)."""
+    mat = runset.matrix()
+    kinds = [(m, _fast_kind(m)) for m in measures]
+    full = any(kind == "ap" for _, kind in kinds)
+    depth = None if full else max(int(m.params["cutoff"]) for m, _ in kinds)
+    labels = mat.labels(qrels, depth)
+    n_q = mat.n_queries
+    in_qrels = np.zeros(n_q, dtype=bool)
+    for q, docs in qrels.items():
+        if q in mat.qindex:
+            in_qrels[mat.qindex[q]] = True
+    # ir_measures yields a value only where the run ranks something and the qrels judge the query
+    scored = (mat.lengths > 0) & in_qrels[mat.row_query]
+    positions = np.arange(1, labels.shape[1] + 1, dtype=np.float64)
+    for m, kind in kinds:
+        if kind == "ndcg":
+            k = int(m.params["cutoff"])
+            gains = np.where(labels[:, :k] > 0, labels[:, :k], 0).astype(np.float64)
+            # running sums in rank order (cumsum adds left to right, as trec_eval's loop does)
+            dcg = np.cumsum(gains / mat.discount[: gains.shape[1]], axis=1)[:, -1]
+            ideal = np.zeros(n_q)
+            for q, docs in qrels.items():
+                qi = mat.qindex.get(q)
+                if qi is None:
+                    continue
+                total = 0.0
+                for i, g in enumerate(sorted((v for v in docs.values() if v > 0), reverse=True)[:k]):
+                    total += g / math.log2(i + 2)
+                ideal[qi] = total
+            row_ideal = ideal[mat.row_query]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                values = np.where(row_ideal > 0, dcg / row_ideal, dcg)
+        elif kind == "ap":
+            rel_level = int(m.params.get("rel", 1))
+            rel = labels >= rel_level
+            found = np.cumsum(rel, axis=1)
+            precision = np.where(rel, found / positions, 0.0)
+            total = np.cumsum(precision, axis=1)[:, -1]
+            num_rel = np.zeros(n_q)
+            for q, docs in qrels.items():
+                if q in mat.qindex:
+                    num_rel[mat.qindex[q]] = sum(1 for v in docs.values() if v >= rel_level)
+            row_rel = num_rel[mat.row_query]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                values = np.where(found[:, -1] > 0, total / row_rel, 0.0)
+        elif kind == "p":
+            k, rel_level = int(m.params["cutoff"]), int(m.params.get("rel", 1))
+            values = np.count_nonzero(labels[:, :k] >= rel_level, axis=1) / float(k)
+        else:  # judged: ir_measures' own provider, which breaks score ties by docid ascending
+            k = int(m.params["cutoff"])
+            judged = np.count_nonzero(labels[:, :k] != _UNJUDGED, axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                values = judged / np.minimum(k, mat.lengths)
+            for row in mat.ties_at(k):
+                qid = runset.queries[row % n_q]
+                top = sorted(mat.row_docs(row), key=lambda e: (-e[1], e[0]))[:k]
+                values[row] = sum(d in qrels.get(qid, {}) for d, _ in top) / k
+            scored_j = scored & np.array([bool(qrels.get(q)) for q in runset.queries])[mat.row_query]
+            out[str(m)][:] = np.where(scored_j, values, 0.0).reshape(out[str(m)].shape)
+            continue
+        out[str(m)][:] = np.where(scored, values, 0.0).reshape(out[str(m)].shape)
+
+
 def evaluate_runs(runset: RunSet, qrels: Qrels, measures: Sequence) -> dict[str, np.ndarray]:
     """Per-query scores: {measure name: array (runs x queries)}.
 
@@ -107,6 +323,12 @@ def evaluate_runs(runset: RunSet, qrels: Qrels, measures: Sequence) -> dict[str,
     shape = (len(runset.runs), len(runset.queries))
     out = {str(m): np.zeros(shape) for m in measures}
     if not qrels:
+        return out
+    fast = [m for m in measures if _fast_kind(m)] if _fits_int8(qrels) else []
+    if fast:
+        _fast_values(runset, qrels, fast, out)
+    measures = [m for m in measures if not any(m is f for f in fast)]
+    if not measures:
         return out
     # One evaluator per depth group: the qrels are converted once per group, not per run.
     groups: dict[int | None, list] = {}
@@ -184,26 +406,49 @@ def _pairwise_rows(ref: np.ndarray, est: np.ndarray) -> tuple[np.ndarray, np.nda
     order = np.argsort(-est, axis=1, kind="stable")
     e = np.take_along_axis(est, order, axis=1)
     r = np.take_along_axis(ref, order, axis=1)
-    # Pairs grouped by the lower item (position 1, then 2, ...): C(i) is then a segment sum.
-    below, above = np.tril_indices(n, k=-1)
-    e_tie = e[:, above] == e[:, below]
-    r_gt = r[:, above] > r[:, below]
-    r_lt = r[:, above] < r[:, below]
-    r_tie = ~(r_gt | r_lt)
+    num = np.zeros(n_rows, dtype=np.int64)  # concordant - discordant
+    e_untied = np.zeros(n_rows, dtype=np.int64)
+    r_untied = np.zeros(n_rows, dtype=np.int64)
+    correct = np.empty((n_rows, n - 1))  # C(i) for positions 2..N
+    # Rows without ties in either leaderboard (the usual bootstrap sample): every pair is
+    # untied, and C(i) counts the items above i that the reference also ranks higher.
+    r_sorted = np.sort(r, axis=1)
+    plain = ~(np.any(e[:, 1:] == e[:, :-1], axis=1) | np.any(r_sorted[:, 1:] == r_sorted[:, :-1], axis=1))
+    if plain.any():
+        rp = r[plain]
+        above = np.triu(np.ones((n, n), dtype=bool), 1)  # [j, i]: position j above position i
+        agree = np.count_nonzero((rp[:, :, None] > rp[:, None, :]) & above, axis=1)  # (rows, n)
+        pairs = n * (n - 1) // 2
+        total = agree.sum(axis=1)
+        num[plain] = 2 * total - pairs
+        e_untied[plain] = pairs
+        r_untied[plain] = pairs
+        correct[plain] = agree[:, 1:]
+    tied = np.flatnonzero(~plain)
+    if tied.size:
+        e, r = e[tied], r[tied]
+        # Pairs grouped by the lower item (position 1, then 2, ...), one position at a time:
+        # the item at position i against the i items above it.
+        for i in range(1, n):
+            e_tie = e[:, :i] == e[:, i, None]
+            r_gt = r[:, :i] > r[:, i, None]
+            r_lt = r[:, :i] < r[:, i, None]
+            r_tie = ~(r_gt | r_lt)
+            e_strict = ~e_tie
+            agree_i = np.count_nonzero(e_strict & r_gt, axis=1)
+            num[tied] += agree_i - np.count_nonzero(e_strict & r_lt, axis=1)
+            e_untied[tied] += np.count_nonzero(e_strict, axis=1)
+            r_untied[tied] += i - np.count_nonzero(r_tie, axis=1)
+            # tau_AP: C(i) sums, over the items above i, 1 for an agreeing pair, 0.5 for a pair
+            # tied in one leaderboard only, 1 for a pair tied in both.
+            correct[tied, i - 1] = agree_i + np.count_nonzero(e_tie & r_tie, axis=1) + 0.5 * np.count_nonzero(
+                e_tie ^ r_tie, axis=1)
 
     # tau-b = (concordant - discordant) / sqrt(pairs untied in est * pairs untied in ref),
     # the same as scipy's variant "b".
-    e_strict = ~e_tie
-    num = np.count_nonzero(e_strict & r_gt, axis=1) - np.count_nonzero(e_strict & r_lt, axis=1)
-    den = np.sqrt(np.count_nonzero(e_strict, axis=1) * np.count_nonzero(~r_tie, axis=1).astype(float))
+    den = np.sqrt(e_untied * r_untied.astype(float))
     with np.errstate(invalid="ignore", divide="ignore"):
         tau_b = np.where(den > 0, num / den, np.nan)
-
-    # tau_AP: C(i) sums, over the items above i, 1 for an agreeing pair, 0.5 for a pair
-    # tied in one leaderboard only, 1 for a pair tied in both.
-    weight = (e_strict & r_gt) + (e_tie & r_tie) + 0.5 * (e_tie ^ r_tie)
-    starts = np.arange(n - 1) * np.arange(1, n) // 2  # first pair of each lower item
-    correct = np.add.reduceat(weight, starts, axis=1)  # C(i) for positions 2..N
     tau_ap_values = 2.0 / (n - 1) * (correct / np.arange(1, n)).sum(axis=1) - 1.0
     return tau_b, tau_ap_values
 
@@ -320,7 +565,7 @@ def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run]
     counts = bootstrap_query_counts(len(queries), bootstrap, seed) if bootstrap else None
 
     common_notes = []
-    missing_runs = [r.name for r in runs if not any(q in r.ranking for q in queries)]
+    missing_runs = [name for name, row in zip(runset.names, runset.retrieved) if not row.any()]
     if missing_runs:
         common_notes.append(f"{len(missing_runs)} run(s) retrieve nothing for the gold queries and score 0")
     if len(runs) < 3:

@@ -3,7 +3,7 @@
 1. Every pair is judged by the cheap judge(s) (embedding or cross-encoder scorers).
 2. A pair is uncertain when the first cheap judge's score lies in the policy's band
    (lo <= score <= hi), when the cheap judges give it different labels, or when a cheap
-   judge could not label it. Without a band every pair is a candidate.
+   judge could not label it. Without a band but with a budget, every pair is a candidate.
 3. Candidates are ranked, most doubtful first: no cheap label, then cheap judges disagreeing,
    then by the first judge's distance from its nearest cut point (a small distance means a
    small change of score flips the label). The top `budget // len(llm_judges)` go to the LLM
@@ -107,7 +107,10 @@ def rank_uncertain(cheap: JudgeRun, primary: PairJudge, policy: CascadePolicy) -
         failed = any(label is None for label in labels)
         disagree = policy.disagreement and len(set(labels)) > 1
         score = first[p].score
-        in_band = policy.band is None or (score is not None and policy.band[0] <= score <= policy.band[1])
+        if policy.band is not None:
+            in_band = score is not None and policy.band[0] <= score <= policy.band[1]
+        else:  # no band: every pair competes for the budget; no budget either: disagreements only
+            in_band = policy.budget is not None
         if not (failed or disagree or in_band):
             continue
         margin = (cuts.margin(score) if cuts is not None else abs(score - mid)) if score is not None else 0.0
@@ -165,6 +168,24 @@ def _llm_verdicts(run: JudgeRun, blender: Blender | None) -> dict[Pair, int | No
     return dict(zip(run.pairs, result.labels))
 
 
-def cascade(*args, **kwargs) -> CascadeResult:
-    """Synchronous entry point; the arguments of `cascade_async`."""
-    return asyncio.run(cascade_async(*args, **kwargs))
+def cascade(
+    cheap: PairJudge | Sequence[PairJudge], llm_judges: Sequence[Judge], pairs: Sequence[Pair],
+    queries: dict[str, str], corpus: dict[str, str], store: CallStore | None = None,
+    policy: CascadePolicy = CascadePolicy(), reporter: Reporter | None = None, blend: str = "mv",
+    skip_missing: bool = False,
+) -> CascadeResult:
+    """Synchronous entry point (scripts, the CLI)."""
+    llm_judges = list(llm_judges)
+
+    async def run_then_close() -> CascadeResult:
+        try:
+            return await cascade_async(cheap, llm_judges, pairs, queries, corpus, store, policy, reporter, blend,
+                                       skip_missing)
+        finally:
+            # Served backends' connections belong to this event loop: close them on it, as judge_pairs does.
+            for judge in llm_judges:
+                aclose = getattr(getattr(judge, "backend", None), "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+    return asyncio.run(run_then_close())

@@ -8,8 +8,9 @@ Model strings:
 
 Each pair gets a raw score (Judgment.score, for score-aware blends) and a label from cut
 points. Options (JudgeSpec.options, or `options = {...}` in a panel file):
-  threshold = t            binary: score >= t -> 2, else 0. The default, t = 0.5 (MiniLM cosine
-                           0.5 is where DL19 pairs turn mostly relevant; measured in docs/cheap-judges.md)
+  threshold = t            binary: score >= t -> 2, else 0. Default t = 0.5, a cut for MiniLM-style
+                           cosines (its figures: docs/cheap-judges.md); other models' scores sit
+                           elsewhere: give thresholds, or calibrate
   thresholds = [a, b, c]   graded: 0 below a, 1 from a, 2 from b, 3 from c
   seed_qrels = PATH        calibrate: fit cut points on the judged pairs that this qrels labels
   fit = graded | binary    what calibration maximises Cohen's kappa of (default graded)
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from ..errors import JudgeblenderError, require
 from ..pairs import Pair
 from ..pairs.qrels import read_qrels
 from ..store import CallStore
+from ..store.calls import sha256_file
 from ..store.embeddings import get_vectors, put_vectors, text_key
 from .engine import JudgeStats, Reporter, SilentReporter
 from .judge import JudgeSpec
@@ -53,6 +56,10 @@ Item = tuple[Pair, dict[str, str]]  # the engine's items: a pair and its fields 
 
 def texts(items: list[Item]) -> list[tuple[str, str]]:
     return [(fields["query"], fields["passage"]) for _, fields in items]
+
+
+def _length(text: str | tuple[str, str]) -> int:
+    return len(text) if isinstance(text, str) else sum(map(len, text))
 
 
 def packaged_model_path() -> Path:
@@ -76,15 +83,23 @@ def folder_digest(folder: Path, store: CallStore | None) -> str:
     """sha256 over every file's relative path and content hash: the model's identity."""
     h = hashlib.sha256()
     for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest = store.file_sha256(f) if store else _sha256(f)
+        digest = store.file_sha256(f) if store else sha256_file(f)
         h.update(f"{f.relative_to(folder).as_posix()}\0{digest}\n".encode())
     return h.hexdigest()
 
 
-def _sha256(path: Path) -> str:
-    from ..store.calls import sha256_file
+@contextmanager
+def _quiet_loading():
+    """Hide transformers' per-tensor "Loading weights" bar: the judge reports its own progress."""
+    from transformers.utils import logging as hf_logging
 
-    return sha256_file(path)
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 def cuts_from_options(model: str, options: dict[str, Any]) -> Cuts | None:
@@ -99,7 +114,10 @@ def cuts_from_options(model: str, options: dict[str, Any]) -> Cuts | None:
         return Cuts.graded(values)
     if options.get("seed_qrels") is not None:
         return None
-    return Cuts.binary(float(options.get("threshold", DEFAULT_THRESHOLD)))
+    threshold = options.get("threshold", DEFAULT_THRESHOLD)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        raise JudgeblenderError(f"{model}: threshold must be a number, got {threshold!r}")
+    return Cuts.binary(threshold)
 
 
 class ScorerJudge:
@@ -120,13 +138,13 @@ class ScorerJudge:
         if self.fit not in TARGETS:
             raise JudgeblenderError(f"{spec.model}: fit must be one of {TARGETS}, got {self.fit!r}")
         self.seed_qrels = opts.get("seed_qrels")
-        self.batch_size = int(opts.get("batch_size", DEFAULT_BATCH))
-        if self.batch_size < 1:
+        self.batch_size = opts.get("batch_size", DEFAULT_BATCH)
+        if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise JudgeblenderError(f"{spec.model}: batch_size must be at least 1, got {self.batch_size}")
         self.n_threads = opts.get("n_threads")
         self.folder = model_folder(spec.model)
         self._model = None
-        self._keys: dict[bool, str] = {}
+        self._key: str | None = None
 
     # -- the model -------------------------------------------------------------------
     @property
@@ -139,7 +157,8 @@ class ScorerJudge:
             key = (self.kind, str(self.folder.resolve()))
             if key not in _LOADED:
                 try:
-                    _LOADED[key] = self._load()
+                    with _quiet_loading():
+                        _LOADED[key] = self._load()
                 except (OSError, ValueError) as exc:
                     raise JudgeblenderError(
                         f"{self.spec.model}: cannot load the model in {self.folder}: {exc}") from None
@@ -151,10 +170,10 @@ class ScorerJudge:
 
     def model_key(self, store: CallStore | None) -> str:
         """What determines a vector: the weights and the maximum input length."""
-        if bool(store) not in self._keys:
+        if self._key is None:
             digest = folder_digest(self.folder, store)
-            self._keys[bool(store)] = f"{self.kind}:{digest}:max_seq_length={self.model.max_seq_length}"
-        return self._keys[bool(store)]
+            self._key = f"{self.kind}:{digest}:max_seq_length={self.model.max_seq_length}"
+        return self._key
 
     def close(self) -> None:
         self._model = None
@@ -165,18 +184,20 @@ class ScorerJudge:
         """The raw score of each item, in order."""
         raise NotImplementedError
 
-    def _cached(self, store: CallStore | None, keys: list[str], encode, reporter: Reporter,
-                stats: JudgeStats, label: str) -> dict[str, np.ndarray]:
-        """Vectors for `keys`, from the store where it has them, else from `encode(missing keys)`."""
+    def _vectors(self, store: CallStore | None, inputs: dict[str, Any], encode, reporter: Reporter,
+                 stats: JudgeStats, label: str) -> dict[str, np.ndarray]:
+        """A vector per key of `inputs` (key -> the text or pair it encodes): from the store where
+        it has one, else from `encode(list of inputs)`, block by block."""
         model_key = self.model_key(store) if store else None
-        found = get_vectors(store, model_key, keys) if store else {}
+        found = get_vectors(store, model_key, list(inputs)) if store else {}
         stats.cache_hits += len(found)
-        missing = [k for k in dict.fromkeys(keys) if k not in found]
+        missing = [k for k in inputs if k not in found]
+        missing.sort(key=lambda k: _length(inputs[k]))  # similar lengths in a batch: little padding
         reporter.wave(f"{self.id} · {label}", len(missing))
         try:
             for start in range(0, len(missing), BLOCK):
                 block = missing[start:start + BLOCK]
-                vectors = encode(block)
+                vectors = encode([inputs[k] for k in block])
                 new = dict(zip(block, vectors))
                 if store:
                     put_vectors(store, model_key, new)
@@ -254,18 +275,17 @@ class EmbeddingJudge(ScorerJudge):
                reporter: Reporter | None = None, stats: JudgeStats | None = None) -> np.ndarray:
         reporter = reporter or SilentReporter()
         stats = stats or JudgeStats(self.id)
-        # Role is part of the key: a model with query/document prompts embeds the same text twice.
-        pairs = texts(items)
-        q_key = {q: text_key("query\0" + q) for q in dict.fromkeys(q for q, _ in pairs)}
-        p_key = {p: text_key("document\0" + p) for p in dict.fromkeys(p for _, p in pairs)}
-        q_text = {k: t for t, k in q_key.items()}
-        p_text = {k: t for t, k in p_key.items()}
-        encode_q = lambda keys: self._encode([q_text[k] for k in keys], "query")  # noqa: E731
-        encode_p = lambda keys: self._encode([p_text[k] for k in keys], "document")  # noqa: E731
-        qv = self._cached(store, list(q_key.values()), encode_q, reporter, stats, "queries")
-        pv = self._cached(store, list(p_key.values()), encode_p, reporter, stats, "passages")
-        q = np.stack([qv[q_key[qt]] for qt, _ in pairs])
-        p = np.stack([pv[p_key[pt]] for _, pt in pairs])
+        queries = [q for q, _ in texts(items)]
+        passages = [p for _, p in texts(items)]
+        # The role is part of the key: a model with query/document prompts embeds one text two ways.
+        q_keys = [text_key("query\0" + q) for q in queries]
+        p_keys = [text_key("document\0" + p) for p in passages]
+        qv = self._vectors(store, dict(zip(q_keys, queries)), lambda t: self._encode(t, "query"),
+                           reporter, stats, "queries")
+        pv = self._vectors(store, dict(zip(p_keys, passages)), lambda t: self._encode(t, "document"),
+                           reporter, stats, "passages")
+        q = np.stack([qv[k] for k in q_keys])
+        p = np.stack([pv[k] for k in p_keys])
         return np.einsum("ij,ij->i", q, p).astype(float)  # unit vectors: dot product = cosine
 
     def _encode(self, texts: list[str], role: str) -> np.ndarray:
@@ -303,14 +323,13 @@ class CrossEncoderJudge(ScorerJudge):
         stats = stats or JudgeStats(self.id)
         pairs = texts(items)
         keys = [text_key(f"{q}\0{p}") for q, p in pairs]
-        by_key = dict(zip(keys, pairs))
 
-        def predict(block: list[str]) -> np.ndarray:
-            out = self.model.predict([by_key[k] for k in block], batch_size=self.batch_size,
-                                     convert_to_numpy=True, show_progress_bar=False)
+        def predict(block: list[tuple[str, str]]) -> np.ndarray:
+            out = self.model.predict(block, batch_size=self.batch_size, convert_to_numpy=True,
+                                     show_progress_bar=False)
             return np.asarray(out, dtype=np.float32).reshape(len(block), 1)
 
-        found = self._cached(store, keys, predict, reporter, stats, "pairs")
+        found = self._vectors(store, dict(zip(keys, pairs)), predict, reporter, stats, "pairs")
         return np.array([float(found[k][0]) for k in keys])
 
     def _truncation_lengths(self, items: list[Item]) -> list[int]:

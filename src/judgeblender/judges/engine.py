@@ -332,7 +332,20 @@ def judge_pairs(
     store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
 ) -> JudgeRun:
     """Synchronous entry point (notebooks, scripts, the CLI)."""
-    return asyncio.run(judge_pairs_async(judges, pairs, queries, corpus, store, reporter, skip_missing))
+    judges = list(judges)
+
+    async def run_then_close() -> JudgeRun:
+        try:
+            return await judge_pairs_async(judges, pairs, queries, corpus, store, reporter, skip_missing)
+        finally:
+            # Connections made on this event loop must close on it: left to the garbage collector,
+            # they try to close on a later loop and log "Event loop is closed" tracebacks.
+            for judge in judges:
+                aclose = getattr(getattr(judge, "backend", None), "aclose", None)
+                if aclose is not None:
+                    await aclose()
+
+    return asyncio.run(run_then_close())
 
 
 def summary_rows(run: JudgeRun) -> list[dict[str, Any]]:

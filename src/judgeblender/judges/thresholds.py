@@ -65,10 +65,9 @@ class Cuts:
         return min(abs(score - t) for t in self.thresholds)
 
     def describe(self) -> str:
-        parts = [str(self.labels[0])]
-        for t, lab in zip(self.thresholds, self.labels[1:]):
-            parts.append(f"{t:.4g} {lab}")
-        return " | ".join(parts)
+        """E.g. "0; >=0.5: 2"."""
+        return "; ".join([str(self.labels[0])] + [f">={t:.4g}: {lab}" for t, lab in zip(self.thresholds,
+                                                                                        self.labels[1:])])
 
 
 def kappa(confusion: np.ndarray) -> np.ndarray:

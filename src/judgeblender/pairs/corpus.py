@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..errors import InputError
-from .textfile import iter_lines
+from .textfile import check_id, clean_text, iter_lines, report_repair
 
 ID_KEYS = ("docid", "doc_id", "id", "_id", "pid")
 TEXT_KEYS = ("text", "contents", "passage", "body")
@@ -22,12 +22,20 @@ def _pick(obj: dict, keys: tuple[str, ...]):
 def read_corpus(path: str | Path, wanted: set[str] | None = None) -> dict[str, str]:
     """Read passages; with `wanted`, keep only those ids (a large corpus stays small in memory).
 
-    A title field, when present, is prepended to the text as the usual "title. text".
+    A title field, when present, is prepended to the text as the usual "title. text". A docid
+    seen twice with the same text is kept once (reported); with another text it is an error,
+    since either choice would judge a passage the user may not mean. Only kept passages are
+    compared, so a huge corpus is not held in memory to check ids nobody asked for.
     """
     corpus: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    duplicates: list[int] = []
+    cleaned: list[int] = []
+    any_line = False
     for lineno, line in iter_lines(path):
         if not line.strip():
             continue
+        any_line = True
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -38,13 +46,31 @@ def read_corpus(path: str | Path, wanted: set[str] | None = None) -> dict[str, s
         _, text = _pick(obj, TEXT_KEYS)
         if docid is None:
             raise InputError(path, lineno, "an id field (" + "/".join(ID_KEYS) + ")", line[:80])
+        if isinstance(docid, bool) or not isinstance(docid, (str, int)):
+            raise InputError(path, lineno, "a string or integer id", json.dumps(docid)[:80])
         if text is None or not isinstance(text, str):
             raise InputError(path, lineno, "a text field (" + "/".join(TEXT_KEYS) + ") holding a string", line[:80])
-        docid = str(docid)
+        docid = check_id(path, lineno, str(docid), "doc id")
         if wanted is not None and docid not in wanted:
             continue
         title = obj.get("title")
         if isinstance(title, str) and title.strip():
             text = f"{title.strip()}. {text}"
+        if not text.strip():
+            raise InputError(path, lineno, f"non-blank text for passage {docid}", line[:80])
+        text, changed = clean_text(text)
+        if changed:
+            cleaned.append(lineno)
+        if docid in corpus:
+            if corpus[docid] != text:
+                raise InputError(path, lineno, f"one text per doc id ({docid} appeared at line "
+                                 f"{first_line[docid]} with other text)", line[:80])
+            duplicates.append(lineno)
+            continue
         corpus[docid] = text
+        first_line[docid] = lineno
+    if not any_line:
+        raise InputError(path, None, "at least one passage", "an empty file")
+    report_repair(path, "repeated identical passages kept once", duplicates)
+    report_repair(path, "control characters in passage text replaced by spaces", cleaned)
     return corpus

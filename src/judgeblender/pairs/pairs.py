@@ -8,7 +8,7 @@ from pathlib import Path
 from ..errors import InputError
 from .qrels import read_qrels
 from .runs import read_run
-from .textfile import iter_lines
+from .textfile import check_id, iter_lines, report_repair
 
 
 @dataclass(frozen=True, order=True)
@@ -21,7 +21,8 @@ FORMATS = ("auto", "qrels", "run", "tsv")
 
 
 def detect_format(path: str | Path) -> str:
-    for lineno, line in iter_lines(path):
+    """From the first non-blank line's column count; columns are split on spaces and tabs alike."""
+    for lineno, line in iter_lines(path, report=False):
         if not line.strip():
             continue
         n = len(line.split())
@@ -48,13 +49,20 @@ def read_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) ->
         pairs = [Pair(q, d) for q in run.ranking for d in run.top(q, depth)]
     else:
         pairs = []
+        seen: set[Pair] = set()
+        duplicates: list[int] = []
         for lineno, line in iter_lines(path):
             if not line.strip():
                 continue
             cols = line.split()
             if len(cols) != 2:
                 raise InputError(path, lineno, "2 columns 'query_id doc_id'", line)
-            pairs.append(Pair(cols[0], cols[1]))
+            pair = Pair(check_id(path, lineno, cols[0], "query id"), check_id(path, lineno, cols[1], "doc id"))
+            if pair in seen:
+                duplicates.append(lineno)
+            seen.add(pair)
+            pairs.append(pair)
+        report_repair(path, "repeated pairs kept once", duplicates)
     if not pairs:
         raise InputError(path, None, "at least one pair", "none")
     return list(dict.fromkeys(pairs))

@@ -19,17 +19,19 @@ def _qrels_rows(path: str | Path) -> Iterator[tuple[int, str, str, str]]:
         cols = line.split()
         if len(cols) != 4:
             raise InputError(path, lineno, "4 columns 'query_id iteration doc_id label'", line)
-        yield lineno, cols[0], cols[2], cols[3]
+        yield lineno, check_id(path, lineno, cols[0], "query id"), check_id(path, lineno, cols[2], "doc id"), cols[3]
 
 
 def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
     """Read qrels into {qid: {docid: label}}.
 
-    A repeated pair with the same label is kept once; a repeated pair with a different
-    label is an error, since silently picking one would change the evaluation.
+    Columns are split on any run of spaces and tabs, as trec_eval reads them. A repeated pair
+    with the same label is kept once (reported); a repeated pair with a different label is an
+    error, since silently picking one would change the evaluation.
     """
     allowed_set = set(allowed) if allowed is not None else None
     qrels: Qrels = {}
+    duplicates: list[int] = []
     for lineno, qid, docid, raw in _qrels_rows(path):
         try:
             label = int(raw)
@@ -38,11 +40,14 @@ def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
         if allowed_set is not None and label not in allowed_set:
             raise InputError(path, lineno, f"a label in {sorted(allowed_set)}", raw)
         seen = qrels.setdefault(qid, {})
-        if docid in seen and seen[docid] != label:
-            raise InputError(
-                path, lineno, f"one label per pair ({qid} {docid} was labelled {seen[docid]} before)", raw
-            )
+        if docid in seen:
+            if seen[docid] != label:
+                raise InputError(
+                    path, lineno, f"one label per pair ({qid} {docid} was labelled {seen[docid]} before)", raw
+                )
+            duplicates.append(lineno)
         seen[docid] = label
+    report_repair(path, "repeated identical qrels lines kept once", duplicates)
     return qrels
 
 

@@ -5,25 +5,38 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
-from .textfile import iter_lines
+from .textfile import check_id, clean_text, iter_lines, report_repair
 
 
 def read_queries(path: str | Path) -> dict[str, str]:
+    """{qid: text}. A repeated identical line is kept once; control characters in a text become
+    spaces; both repairs are reported (see textfile)."""
     queries: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    duplicates: list[int] = []
+    cleaned: list[int] = []
     for lineno, line in iter_lines(path):
         if not line.strip():
             continue
         qid, sep, text = line.partition("\t")
         if not sep:
             raise InputError(path, lineno, "'query_id<TAB>text'", line)
-        qid = qid.strip()
-        if not qid:
-            raise InputError(path, lineno, "a non-empty query id", line)
+        qid = check_id(path, lineno, qid.strip(), "query id")
         if not text.strip():
             raise InputError(path, lineno, f"non-blank text for query {qid}", line)
-        if qid in queries and queries[qid] != text:
-            raise InputError(path, lineno, f"one text per query id ({qid} appeared before with other text)", line)
+        text, changed = clean_text(text)
+        if changed:
+            cleaned.append(lineno)
+        if qid in queries:
+            if queries[qid] != text:
+                raise InputError(path, lineno, f"one text per query id ({qid} appeared at line "
+                                 f"{first_line[qid]} with other text)", line)
+            duplicates.append(lineno)
+            continue
         queries[qid] = text
+        first_line[qid] = lineno
     if not queries:
         raise InputError(path, None, "at least one query", "an empty file")
+    report_repair(path, "repeated identical query lines kept once", duplicates)
+    report_repair(path, "control characters in query text replaced by spaces", cleaned)
     return queries

@@ -1,21 +1,94 @@
-"""TREC run files: `query_id Q0 doc_id rank score run_tag`, plain or gzip."""
+"""TREC run files: `query_id Q0 doc_id rank score run_tag`, plain or gzip.
+
+A run is held as columns (query ids, per-query offsets, doc ids and scores as numpy arrays,
+already in trec_eval's order); `Run.ranking`, the {qid: [(docid, score)]} view, is built
+from them on first use. Reading is vectorised for the usual file (ASCII, six columns on
+every non-blank line, digit ranks, finite scores, no document twice in a query); anything
+else goes through the line-by-line reader, which names the file and line of the problem.
+Large runs are also kept, parsed, in the user's cache folder, keyed by the file's path,
+size, mtime and inode, so reading the same run files again skips the parsing.
+"""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import math
-from dataclasses import dataclass, field
+import os
+import tempfile
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import InputError
-from .textfile import check_id, iter_lines
+from .textfile import GZIP_MAGIC, iter_lines
+
+# Files at least this large (on disk) are cached once parsed; smaller ones parse in milliseconds.
+CACHE_MIN_BYTES = 256 * 1024
+_CACHE_VERSION = 1
+# ASCII bytes that str.split() treats as whitespace (tab, newline, VT, FF, CR, FS, GS, RS, US, space).
+_ASCII_SPACE = np.zeros(256, dtype=bool)
+_ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
 
 
 @dataclass
+class RunColumns:
+    """A run as arrays: query q's documents are docs[offsets[i]:offsets[i + 1]] for
+    qids[i], ranked as trec_eval ranks them (score descending, ties by docid descending)."""
+
+    qids: list[str]
+    offsets: np.ndarray  # int64, len(qids) + 1
+    docs: np.ndarray  # str (numpy "U")
+    scores: np.ndarray  # float64
+
+    def ranking(self) -> dict[str, list[tuple[str, float]]]:
+        docs, scores, off = self.docs.tolist(), self.scores.tolist(), self.offsets.tolist()
+        return {q: list(zip(docs[off[i]:off[i + 1]], scores[off[i]:off[i + 1]])) for i, q in enumerate(self.qids)}
+
+    @classmethod
+    def from_ranking(cls, ranking: dict[str, list[tuple[str, float]]]) -> RunColumns:
+        qids = [q for q, docs in ranking.items()]
+        offsets = np.zeros(len(qids) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(ranking[q]) for q in qids])
+        docs = [d for q in qids for d, _ in ranking[q]]
+        scores = [s for q in qids for _, s in ranking[q]]
+        return cls(qids, offsets, np.array(docs, dtype=str), np.array(scores, dtype=np.float64))
+
+
 class Run:
-    name: str
-    path: Path
-    # qid -> [(docid, score)] in ranked order (score descending, as trec_eval orders them)
-    ranking: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
+    """A ranked run: `ranking` maps qid -> [(docid, score)] in ranked order (score descending,
+    ties by docid descending, as trec_eval orders them). Treat it as read-only."""
+
+    def __init__(self, name: str, path: str | Path, ranking: dict[str, list[tuple[str, float]]] | None = None,
+                 *, columns: RunColumns | None = None):
+        self.name = name
+        self.path = Path(path)
+        self._columns = columns
+        self._ranking = ranking if ranking is not None or columns is not None else {}
+
+    @property
+    def ranking(self) -> dict[str, list[tuple[str, float]]]:
+        if self._ranking is None:
+            self._ranking = self._columns.ranking()  # type: ignore[union-attr]
+        return self._ranking
+
+    @ranking.setter
+    def ranking(self, value: dict[str, list[tuple[str, float]]]) -> None:
+        self._ranking, self._columns = value, None
+
+    def columns(self) -> RunColumns:
+        """The columnar form (built from `ranking` once when the run was not read from a file)."""
+        if self._columns is None:
+            self._columns = RunColumns.from_ranking(self.ranking)
+        return self._columns
+
+    def queries(self) -> list[str]:
+        """Query ids the run ranks documents for, in file order."""
+        if self._ranking is not None:
+            return [q for q, docs in self._ranking.items() if docs]
+        return list(self._columns.qids)  # type: ignore[union-attr]
 
     def scores(self) -> dict[str, dict[str, float]]:
         """The {qid: {docid: score}} shape that ir-measures evaluates."""
@@ -25,10 +98,26 @@ class Run:
         docs = self.ranking.get(qid, [])
         return [d for d, _ in (docs if depth is None else docs[:depth])]
 
+    def __repr__(self) -> str:
+        return f"Run(name={self.name!r}, path={str(self.path)!r})"
+
 
 def read_run(path: str | Path, name: str | None = None) -> Run:
     path = Path(path)
+    name = name or _run_name(path)
+    columns = _read_cached(path)
+    if columns is None:
+        columns = _read_fast(path)
+        if columns is None:
+            return Run(name=name, path=path, ranking=_read_lines(path))
+        _write_cache(path, columns)
+    return Run(name=name, path=path, columns=columns)
+
+
+def _read_lines(path: Path) -> dict[str, list[tuple[str, float]]]:
+    """The line-by-line reader: slower, and the one that explains what is wrong."""
     rows: dict[str, list[tuple[str, float]]] = {}
+    first_line: dict[tuple[str, str], int] = {}
     for lineno, line in iter_lines(path):
         cols = line.split()
         if len(cols) != 6:
@@ -36,6 +125,9 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
                 continue
             raise InputError(path, lineno, "6 columns 'query_id Q0 doc_id rank score run_tag'", line)
         qid, _, docid, rank_s, score_s, _tag = cols
+        if first_line.setdefault((qid, docid), lineno) != lineno:  # name the line of the repeat
+            raise InputError(path, lineno, f"each document once per query ({docid} is ranked for query {qid} "
+                             f"at line {first_line[qid, docid]} already)", line)
         if not rank_s.isdigit():  # the fast test; the slow path says what is wrong
             _check_rank(path, lineno, rank_s)
         try:
@@ -45,7 +137,7 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
         if not math.isfinite(score):
             raise InputError(path, lineno, "a finite score in column 5", score_s)
         rows.setdefault(qid, []).append((docid, score))
-    run = Run(name=name or _run_name(path), path=path)
+    ranking = {}
     for qid, entries in rows.items():
         if len({d for d, _ in entries}) != len(entries):
             seen: set[str] = set()
@@ -55,10 +147,130 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
         # Two stable sorts do that without a per-character key.
         entries.sort(key=lambda e: e[0], reverse=True)
         entries.sort(key=lambda e: e[1], reverse=True)
-        run.ranking[qid] = entries
-    if not run.ranking:
+        ranking[qid] = entries
+    if not ranking:
         raise InputError(path, None, "at least one ranked document", "an empty run")
-    return run
+    return ranking
+
+
+def _read_fast(path: Path) -> RunColumns | None:
+    """The run's columns, or None when the file needs the line-by-line reader (see the module doc)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if data[:2] == GZIP_MAGIC:
+            data = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error):
+        return None  # missing, a directory, truncated gzip: the line reader names it
+    return parse_run_bytes(data)
+
+
+def parse_run_bytes(data: bytes) -> RunColumns | None:
+    """Vectorised parse of a run file's (decompressed) bytes; None if it is not the plain case."""
+    a = np.frombuffer(data, dtype=np.uint8)
+    # Non-ASCII (a byte-order mark, Unicode spaces) or NUL bytes: leave it to the line reader.
+    if a.size == 0 or a.max() >= 0x80 or not a.min():
+        return None
+    # Exactly 6 tokens on every non-blank line: count token starts between newlines.
+    space = _ASCII_SPACE[a]
+    starts = ~space[1:]
+    starts &= space[:-1]
+    token_pos = np.flatnonzero(starts) + 1
+    if not space[0]:
+        token_pos = np.concatenate(([0], token_pos))
+    line_end = np.concatenate((np.flatnonzero(a == 10), [a.size]))
+    per_line = np.diff(np.searchsorted(token_pos, line_end), prepend=0)
+    if not np.all((per_line == 6) | (per_line == 0)):
+        return None
+    tokens = data.decode("ascii").split()
+    if not tokens or not all(map(str.isdigit, tokens[3::6])):
+        return None
+    try:
+        scores = np.array(list(map(float, tokens[4::6])), dtype=np.float64)
+    except ValueError:
+        return None
+    if not np.isfinite(scores).all():
+        return None
+    qids = np.array(tokens[0::6], dtype=str)
+    docs = np.array(tokens[2::6], dtype=str)
+    n = len(qids)
+    # Queries in order of first appearance (a query may come back in a later block of lines).
+    bounds = [0, *(np.flatnonzero(qids[1:] != qids[:-1]) + 1).tolist(), n]
+    group_of: dict[str, int] = {}
+    g = np.empty(n, dtype=np.int64)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        g[lo:hi] = group_of.setdefault(str(qids[lo]), len(group_of))
+    ud, d_inv = np.unique(docs, return_inverse=True)  # d_inv orders docids as Python compares them
+    if np.bincount(g * len(ud) + d_inv).max() > 1:
+        return None  # a document twice in a query: the line reader names it
+    same = g[1:] == g[:-1]
+    in_order = bool(np.all(g[1:] >= g[:-1])) and bool(np.all(
+        ~same | (scores[1:] < scores[:-1]) | ((scores[1:] == scores[:-1]) & (d_inv[1:] < d_inv[:-1]))))
+    if not in_order:
+        order = np.lexsort((-d_inv, -scores, g))  # by query, then score descending, then docid descending
+        g, docs, scores = g[order], docs[order], scores[order]
+    offsets = np.zeros(len(group_of) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(np.bincount(g, minlength=len(group_of)))
+    return RunColumns(list(group_of), offsets, docs, scores)
+
+
+# --- parse cache ------------------------------------------------------------------------------
+
+def _cache_folder() -> Path:
+    from ..backends.packaged_models import cache_dir
+
+    return cache_dir().parent / "runs"
+
+
+def _stamp(path: Path) -> tuple[str, np.ndarray] | None:
+    try:
+        resolved = path.resolve()
+        st = resolved.stat()
+    except OSError:
+        return None
+    if st.st_size < CACHE_MIN_BYTES:
+        return None
+    return str(resolved), np.array([_CACHE_VERSION, st.st_size, st.st_mtime_ns, st.st_ino], dtype=np.int64)
+
+
+def _cache_file(resolved: str) -> Path:
+    return _cache_folder() / (hashlib.sha256(resolved.encode("utf-8")).hexdigest()[:32] + ".npz")
+
+
+def _read_cached(path: Path) -> RunColumns | None:
+    stamp = _stamp(path)
+    if stamp is None:
+        return None
+    resolved, key = stamp
+    try:
+        with np.load(_cache_file(resolved), allow_pickle=False) as z:
+            if str(z["path"]) != resolved or not np.array_equal(z["stamp"], key):
+                return None
+            return RunColumns(z["qids"].tolist(), z["offsets"], z["docs"], z["scores"])
+    except (OSError, KeyError, ValueError, zlib.error):
+        return None  # absent, stale or damaged: parse again
+
+
+def _write_cache(path: Path, columns: RunColumns) -> None:
+    stamp = _stamp(path)
+    if stamp is None:
+        return
+    resolved, key = stamp
+    target = _cache_file(resolved)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".npz", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, path=np.array(resolved), stamp=key, qids=np.array(columns.qids, dtype=str),
+                         offsets=columns.offsets, docs=columns.docs, scores=columns.scores)
+            os.replace(tmp, target)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError:
+        pass  # an unwritable cache folder only costs speed
 
 
 def _check_rank(path: Path, lineno: int, rank_s: str) -> None:
@@ -91,3 +303,4 @@ def read_runs_dir(directory: str | Path) -> list[Run]:
     if dupes:
         raise InputError(directory, None, "distinct run names", ", ".join(sorted(dupes)))
     return runs
+

@@ -1,10 +1,21 @@
-"""Line-by-line reading of text inputs, plain or gzip, with errors that name file and line."""
+"""Line-by-line reading of text inputs, plain or gzip, with errors that name file and line.
+
+Readers either reject a line (InputError: file, line, what was expected) or apply one of a
+few documented repairs, each reported once per file as a warning on the `judgeblender.inputs`
+logger ("note: FILE: ..."; printed on stderr when logging is not configured):
+- a UTF-8 byte-order mark at the start of a file is dropped;
+- an exact duplicate line (same pair, same label, same query or passage text) is kept once;
+- control characters (other than tab, newline, carriage return) in query or passage text
+  become spaces: they carry no meaning for a judge and can hide text from a reader.
+"""
 
 from __future__ import annotations
 
 import gzip
 import io
+import logging
 import os
+import re
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -13,6 +24,34 @@ from pathlib import Path
 from ..errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
+log = logging.getLogger("judgeblender.inputs")
+# C0 and C1 control characters and DEL, except tab, newline and carriage return.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def report_repair(path: str | Path, what: str, lines: list[int]) -> None:
+    """Tell the user, once per file and kind, that a documented repair was applied."""
+    if not lines:
+        return
+    first = f"line {lines[0]}" + (f", {len(lines) - 1} more" if len(lines) > 1 else "")
+    log.warning("note: %s: %s (%s)", path, what, first)
+
+
+def clean_text(text: str) -> tuple[str, bool]:
+    """The text with control characters replaced by spaces, and whether any were."""
+    cleaned = _CONTROL.sub(" ", text)
+    return cleaned, cleaned != text
+
+
+def check_id(path: str | Path, lineno: int, value: str, what: str) -> str:
+    """An identifier must be non-empty and free of control characters (they would never match)."""
+    if not value:
+        raise InputError(path, lineno, f"a non-empty {what}", value)
+    bad = _ANY_CONTROL.search(value)
+    if bad:
+        raise InputError(path, lineno, f"a {what} without control characters (found U+{ord(bad.group()):04X})", value)
+    return value
 
 
 def _is_gzip(path: Path) -> bool:
@@ -20,11 +59,12 @@ def _is_gzip(path: Path) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
-def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+def iter_lines(path: str | Path, report: bool = True) -> Iterator[tuple[int, str]]:
     """Yield (line number, line without its newline) for a UTF-8 file, gzip or not.
 
     A UTF-8 byte-order mark is dropped. Undecodable bytes, a truncated gzip stream or an
-    unreadable file become an InputError naming the line instead of a traceback.
+    unreadable file become an InputError naming the line instead of a traceback. `report`
+    False: a first look at the file (format detection), whose repairs the real read reports.
     """
     path = Path(path)
     if not path.exists():
@@ -38,6 +78,8 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             for lineno, data in enumerate(raw, start=1):
                 if lineno == 1 and data.startswith(b"\xef\xbb\xbf"):
                     data = data[3:]
+                    if report:
+                        report_repair(path, "UTF-8 byte-order mark at the start of the file ignored", [1])
                 try:
                     text = data.decode("utf-8")
                 except UnicodeDecodeError as exc:

@@ -42,4 +42,16 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (judge_id, qid, docid)
     );
     """,
+    # 3: scorer outputs (embedding vectors, cross-encoder scores) keyed by model and text, so a
+    # re-run or another jury containing the same scorer encodes nothing twice.
+    """
+    CREATE TABLE vectors (
+        model TEXT NOT NULL,
+        text_sha256 TEXT NOT NULL,
+        dim INTEGER NOT NULL,
+        vector BLOB NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (model, text_sha256)
+    );
+    """,
 ]
