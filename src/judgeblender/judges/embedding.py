@@ -25,6 +25,7 @@ so a re-run or another jury with the same scorer encodes nothing twice.
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,7 +121,7 @@ def cuts_from_options(model: str, options: dict[str, Any]) -> Cuts | None:
     return Cuts.binary(threshold)
 
 
-class ScorerJudge:
+class ScorerJudge(ABC):
     """Shared by both scorers: options, store cache, labels, stats. Subclasses score."""
 
     kind = "scorer"
@@ -165,8 +166,9 @@ class ScorerJudge:
             self._model = _LOADED[key]
         return self._model
 
+    @abstractmethod
     def _load(self):
-        raise NotImplementedError
+        """Load the sentence-transformers model from self.folder."""
 
     def model_key(self, store: CallStore | None) -> str:
         """What determines a vector: the weights and the maximum input length."""
@@ -179,10 +181,10 @@ class ScorerJudge:
         self._model = None
 
     # -- scoring ---------------------------------------------------------------------
+    @abstractmethod
     def scores(self, items: list[Item], store: CallStore | None = None,
                reporter: Reporter | None = None, stats: JudgeStats | None = None) -> np.ndarray:
         """The raw score of each item, in order."""
-        raise NotImplementedError
 
     def _vectors(self, store: CallStore | None, inputs: dict[str, Any], encode, reporter: Reporter,
                  stats: JudgeStats, label: str) -> dict[str, np.ndarray]:
@@ -258,8 +260,9 @@ class ScorerJudge:
         stats.seconds = time.perf_counter() - started
         return judgments, stats
 
+    @abstractmethod
     def _truncation_lengths(self, items: list[Item]) -> list[int]:
-        raise NotImplementedError
+        """Tokens each item's text(s) would be cut to."""
 
 
 class EmbeddingJudge(ScorerJudge):
