@@ -525,7 +525,9 @@ def report(res: dict) -> str:
         "HF_HUB_OFFLINE=1 .venv/bin/judgeblender judge -q DATA/trec-dl-2019/queries.tsv \\",
         "    -c DATA/trec-dl-2019/passages.jsonl -p /tmp/dl19-top10.tsv -j embed:default \\",
         "    -o /tmp/embed.qrels --store /tmp/embed.sqlite --skip-missing",
-        "PYTHONPATH=src HF_HUB_OFFLINE=1 .venv/bin/python bench/cheap_judges.py run",
+        "PYTHONPATH=src HF_HUB_OFFLINE=1 .venv/bin/python bench/cheap_judges.py run --json /tmp/cheap.json",
+        "# the markdown again from the figures, without measuring:",
+        "PYTHONPATH=src .venv/bin/python bench/cheap_judges.py report /tmp/cheap.json",
         "```",
         "",
     ]

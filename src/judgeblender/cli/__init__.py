@@ -24,7 +24,7 @@ app = typer.Typer(
 
 COMMAND_MODULES = [
     "judge", "blend", "agree", "correlate", "pool", "label", "calibrate", "fill", "report", "compare",
-    "grade", "prompts", "store", "demo",
+    "grade", "cascade", "prompts", "store", "demo",
 ]
 
 for _name in COMMAND_MODULES:

@@ -218,9 +218,15 @@ class _RankMatrix:
                                 if len(s) > k and np.float32(s[k - 1]) == np.float32(s[k])]
         return self._ties_at[k]
 
-    def row_docs(self, row: int) -> list[tuple[str, float]]:
+    def row_docs(self, row: int, k: int) -> list[tuple[str, float]]:
+        """The row's first k documents and every one tied (as float32) with the k-th: any order
+        of scores (float64, float32) puts the same documents above that tie."""
         i = self._row_index[row]
-        return list(zip(self._docs[i].tolist(), self._scores[i].tolist()))
+        s32 = self._scores[i].astype(np.float32)
+        end = k
+        while end < len(s32) and s32[end] == s32[k - 1]:
+            end += 1
+        return list(zip(self._docs[i][:end].tolist(), self._scores[i][:end].tolist()))
 
 
 def _pack_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -241,7 +247,11 @@ def _pack_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _fits_int8(qrels: Mapping[str, Mapping[str, int]]) -> bool:
-    return all(isinstance(v, int) and 0 <= v <= 127 for docs in qrels.values() for v in docs.values())
+    for docs in qrels.values():
+        values = docs.values()
+        if values and (not set(map(type, values)) <= {int} or min(values) < 0 or max(values) > 127):
+            return False
+    return True
 
 
 def _fast_values(runset: RunSet, qrels: Mapping[str, Mapping[str, int]], measures: list,
@@ -301,7 +311,7 @@ def _fast_values(runset: RunSet, qrels: Mapping[str, Mapping[str, int]], measure
                 values = judged / np.minimum(k, mat.lengths)
             for row in mat.ties_at(k):
                 qid = runset.queries[row % n_q]
-                top = sorted(mat.row_docs(row), key=lambda e: (-e[1], e[0]))[:k]
+                top = sorted(mat.row_docs(row, k), key=lambda e: (-e[1], e[0]))[:k]
                 values[row] = sum(d in qrels.get(qid, {}) for d, _ in top) / k
             scored_j = scored & np.array([bool(qrels.get(q)) for q in runset.queries])[mat.row_query]
             out[str(m)][:] = np.where(scored_j, values, 0.0).reshape(out[str(m)].shape)
@@ -453,10 +463,14 @@ def _pairwise_rows(ref: np.ndarray, est: np.ndarray) -> tuple[np.ndarray, np.nda
     return tau_b, tau_ap_values
 
 
-def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Spearman's rho for each row: Pearson correlation of average ranks."""
-    rx = stats.rankdata(x, axis=1) - (x.shape[1] + 1) / 2
-    ry = stats.rankdata(y, axis=1) - (y.shape[1] + 1) / 2
+def _centred_ranks(x: np.ndarray) -> np.ndarray:
+    return stats.rankdata(x, axis=1) - (x.shape[1] + 1) / 2
+
+
+def _spearman_rows(x: np.ndarray, y: np.ndarray, rx: np.ndarray | None = None) -> np.ndarray:
+    """Spearman's rho for each row: Pearson correlation of average ranks (rx: x's, if known)."""
+    rx = _centred_ranks(x) if rx is None else rx
+    ry = _centred_ranks(y)
     den = np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, (rx * ry).sum(axis=1) / den, np.nan)
@@ -486,11 +500,24 @@ def bootstrap_intervals(gold: np.ndarray, pred: np.ndarray, counts: np.ndarray,
     `gold` and `pred` are (runs x queries) per-query scores. Each bootstrap sample's
     leaderboard is the count-weighted mean over queries, i.e. one matrix product.
     """
-    n_queries = gold.shape[1]
-    g = counts @ gold.T / n_queries  # (samples x runs)
-    p = counts @ pred.T / n_queries
+    return _intervals(_BootstrapGold(gold, counts), pred, confidence)
+
+
+class _BootstrapGold:
+    """The gold side of the bootstrap for one measure, computed once for every prediction."""
+
+    def __init__(self, gold: np.ndarray, counts: np.ndarray):
+        self.counts = counts
+        self.n_queries = gold.shape[1]
+        self.means = counts @ gold.T / self.n_queries  # (samples x runs)
+        self.ranks = _centred_ranks(self.means)
+
+
+def _intervals(gold: _BootstrapGold, pred: np.ndarray, confidence: float) -> dict[str, tuple[float, float]]:
+    g = gold.means
+    p = gold.counts @ pred.T / gold.n_queries
     tau_b, tau_ap_values = _pairwise_rows(g, p)
-    values = {"kendall_tau": tau_b, "spearman_rho": _spearman_rows(g, p), "tau_ap": tau_ap_values}
+    values = {"kendall_tau": tau_b, "spearman_rho": _spearman_rows(g, p, gold.ranks), "tau_ap": tau_ap_values}
     lo_q, hi_q = 50 * (1 - confidence), 50 * (1 + confidence)
     out = {}
     for key, vals in values.items():
@@ -571,6 +598,26 @@ def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run]
     if len(runs) < 3:
         common_notes.append("fewer than 3 runs: rank correlations say little")
 
+    # The bootstrap's matrix products are tiny: BLAS threads only wait for each other (and on a
+    # busy machine, for the CPU). One thread gives the same numbers, several times faster.
+    with _one_blas_thread():
+        return _reports(gold, predictions, runs, runset, parsed, judged, names, queries, gold_pq, counts,
+                        common_notes, bootstrap, confidence)
+
+
+def _one_blas_thread():
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - installed with scikit-learn
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _reports(gold, predictions, runs, runset, parsed, judged, names, queries, gold_pq, counts, common_notes,
+             bootstrap, confidence) -> list[CorrelationReport]:
+    boot_gold = {name: _BootstrapGold(gold_pq[name], counts) for name in names} if counts is not None else {}
     reports = []
     for pred_name, pred in predictions.items():
         with_judged = parsed + ([judged] if judged not in parsed else [])
@@ -590,7 +637,7 @@ def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run]
             if np.ptp(g_scores) == 0 or np.ptp(p_scores) == 0:
                 m_notes.append("one leaderboard gives every run the same score: correlations are undefined")
             if counts is not None:
-                ci = bootstrap_intervals(g_pq, p_pq, counts, confidence)
+                ci = _intervals(boot_gold[name], p_pq, confidence)
             else:
                 ci = {k: (math.nan, math.nan) for k in ("kendall_tau", "spearman_rho", "tau_ap")}
             reports.append(CorrelationReport(
