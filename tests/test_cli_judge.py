@@ -84,6 +84,24 @@ def test_prompts_commands():
     assert "Apache License" in cli("prompts", "show", "umbrela", "--license").stdout
 
 
+def test_a_command_imports_only_what_it_needs():
+    # Start-up time is import time: `prompts list` must not pay for scipy, torch or the judging engine.
+    code = ("import sys\nfrom judgeblender.cli import main\nsys.argv = ['judgeblender', 'prompts', 'list']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('MODULES', *sorted(m for m in sys.modules if m.split('.')[0] in ('judgeblender', 'scipy', 'torch')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    modules = proc.stdout.split("MODULES", 1)[1].split()
+    assert "judgeblender.cli.prompts" in modules
+    assert not [m for m in modules if m.startswith(("scipy", "torch", "judgeblender.judges", "judgeblender.cli.judge"))]
+
+
+def test_help_lists_every_command():
+    listing = cli("--help").stdout
+    for command in ("judge", "blend", "agree", "correlate", "pool", "label", "calibrate", "fill", "report",
+                    "compare", "grade", "cascade", "prompts", "store", "demo"):
+        assert f" {command} " in listing
+
+
 def _dataset(tmp_path, n):
     (tmp_path / "q.tsv").write_text("".join(f"q{i}\tquery number {i}\n" for i in range(6)))
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"docid": f"d{i}", "text": f"passage {i}"}) + "\n"

@@ -103,6 +103,24 @@ def test_bad_qrels(tmp_path, text, expected):
         read_qrels(write(tmp_path, "r.qrels", text))
 
 
+@pytest.mark.parametrize("text", [
+    "1 0 a 2\n1\t0\tb 0\r\n\n2 0 c 3\n",  # the plain case: read as one block
+    "\ufeff1 0 a 2\n1 0 b 0\n2 0 c 3\n",  # a byte-order mark: read line by line
+    "1 0 a 2\n1 0 b 0\n2 0 c\x0c 3\n",  # a control character: read line by line
+])
+def test_qrels_read_the_same_by_either_reader(tmp_path, text):
+    assert read_qrels(write(tmp_path, "r.qrels", text)) == {"1": {"a": 2, "b": 0}, "2": {"c": 3}}
+
+
+@pytest.mark.parametrize("text,line", [
+    ("1 0 a 2\n\n1 0 b\n", 3),  # plain file: the block reader names the line
+    ("1 0 a 2\n1 0 b\x01 1\n", 2),  # a control character in an id: the line reader names it
+])
+def test_qrels_errors_name_the_line_on_both_readers(tmp_path, text, line):
+    with pytest.raises(InputError, match=rf"r.qrels:{line}: expected"):
+        read_qrels(write(tmp_path, "r.qrels", text))
+
+
 def test_qrels_label_range(tmp_path):
     with pytest.raises(InputError, match=r"a label in \[0, 1, 2, 3\]"):
         read_qrels(write(tmp_path, "r.qrels", "1 0 a 7\n"), allowed=range(4))

@@ -43,7 +43,7 @@ from judgeblender.evaluate import (
     tau_ap,
     tau_ap_symmetric,
 )
-from judgeblender.evaluate.leaderboard import _pairwise_rows, _spearman_rows
+from judgeblender.evaluate.leaderboard import _pairwise_rows, _spearman_rows, average_ranks
 from judgeblender.pairs import read_qrels, read_run, read_runs_dir
 
 TESTS = Path(__file__).parent
@@ -102,6 +102,25 @@ def test_vectorised_correlations_equal_scipy_with_ties():
         assert tau_b[k] == pytest.approx(stats.kendalltau(x[k], y[k]).statistic)
         assert rho[k] == pytest.approx(stats.spearmanr(x[k], y[k]).statistic)
         assert tau_ap_rows[k] == pytest.approx(tau_ap(x[k], y[k]))
+
+
+def test_average_ranks_equal_scipy_rankdata():
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7, 37, 300):  # 300: past the pairwise-count limit, scipy ranks them
+        tied = rng.integers(0, 4, size=(25, n)).astype(float)
+        plain = rng.random((25, n))
+        for x in (tied, plain):
+            assert np.array_equal(average_ranks(x), stats.rankdata(x, axis=1))
+
+
+def test_correlate_point_estimates_equal_scipy(tiny_runs):
+    rng = np.random.default_rng(5)
+    for _ in range(5):  # random predictions over the tiny runs' documents, ties included
+        pred = {q: {f"{q}{d}": int(rng.integers(0, 4)) for d in "rgpnu"} for q in ("q1", "q2", "q3")}
+        (rep,) = correlate(GOLD, {"pred": pred}, tiny_runs, ["nDCG@10"], bootstrap=0)
+        g, p = rep.gold_scores, rep.pred_scores
+        assert rep.kendall_tau == pytest.approx(stats.kendalltau(g, p).statistic, nan_ok=True)
+        assert rep.spearman_rho == pytest.approx(stats.spearmanr(g, p).statistic, nan_ok=True)
 
 
 # --- evaluation -----------------------------------------------------------------------------

@@ -19,6 +19,20 @@ def test_key_changes_with_anything_that_changes_the_answer():
     assert call_key(IDENT, CallRequest((Message("user", "judge that"),), max_tokens=10)) != base
 
 
+def test_keys_are_stable_across_versions():
+    # A store written by an earlier version must still answer: these keys were computed by the
+    # first release (when CallRequest.key_fields was dataclasses.asdict).
+    ident = {"backend": "x", "model": "m"}
+    plain = CallRequest((Message("system", "s"), Message("user", "u é")))
+    scored = CallRequest((Message("user", "x"),), mode="logprobs", max_tokens=1, answer_prefix="##final score:",
+                         choices=("0", "1", "2", "3"), seed=3, temperature=0.5)
+    rubric = CallRequest((Message("user", "x"),), json_schema={
+        "title": "T", "type": "object", "properties": {"score": {"type": "integer"}, "r": {"enum": [1, 2]}}})
+    assert call_key(ident, plain) == "f476cf736f5149111f2463081afefa5007bc05064a5d343df174ba5e9e4e05a7"
+    assert call_key(ident, scored) == "4a8956c2d77a6444c6ac3e85ad87825df8ea39d3f07ffe15adb2677e0ba560b7"
+    assert call_key(ident, rubric) == "d119862016ca003ed61290ab8d8d74e8a3b5e55dcf422845548007676874015e"
+
+
 def test_put_get_round_trip_and_persistence(tmp_path):
     path = tmp_path / "s.sqlite"
     with CallStore(path) as store:

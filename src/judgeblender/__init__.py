@@ -4,17 +4,44 @@ The flow reads off the sub-packages: pairs -> judges (backends, prompts) -> pars
 -> blend -> evaluate.
 """
 
-from .backends.base import CallRequest, CallResult, Message
-from .backends.registry import create_backend, register
-from .judges import Judge, JudgeRun, JudgeSpec, judge_pairs
-from .pairs import Pair, read_corpus, read_pairs, read_qrels, read_queries, read_run
-from .prompts import get_template, list_templates
-from .store import CallStore
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "CallRequest", "CallResult", "CallStore", "Judge", "JudgeRun", "JudgeSpec", "Message", "Pair",
-    "create_backend", "get_template", "judge_pairs", "list_templates", "read_corpus", "read_pairs",
-    "read_qrels", "read_queries", "read_run", "register",
-]
+# The public names, each from its sub-package, imported on first use: `import judgeblender`
+# stays cheap for commands that need none of the judging machinery (asyncio, pydantic).
+_EXPORTS = {
+    "CallRequest": "backends.base", "CallResult": "backends.base", "Message": "backends.base",
+    "create_backend": "backends.registry", "register": "backends.registry",
+    "Judge": "judges", "JudgeRun": "judges", "JudgeSpec": "judges", "judge_pairs": "judges",
+    "Pair": "pairs", "read_corpus": "pairs", "read_pairs": "pairs", "read_qrels": "pairs",
+    "read_queries": "pairs", "read_run": "pairs",
+    "get_template": "prompts", "list_templates": "prompts",
+    "CallStore": "store",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from .backends.base import CallRequest, CallResult, Message
+    from .backends.registry import create_backend, register
+    from .judges import Judge, JudgeRun, JudgeSpec, judge_pairs
+    from .pairs import Pair, read_corpus, read_pairs, read_qrels, read_queries, read_run
+    from .prompts import get_template, list_templates
+    from .store import CallStore
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

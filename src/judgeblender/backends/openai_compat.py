@@ -60,6 +60,8 @@ __all__ = [
     "resolve_api_key",
     "write_batch_file",
     "read_batch_results",
+    "read_batch_lines",
+    "batch_result",
 ]
 
 T = TypeVar("T")
@@ -610,19 +612,22 @@ class OpenAICompatBackend(Backend):
             # body that is not JSON is caught here rather than handed back as text). The body is
             # posted as built: `chat.completions.create` would first walk it against the SDK's
             # typed parameters, which cost about as much client CPU as the HTTP exchange itself.
-            raw = await asyncio.wait_for(
-                client.post(
-                    "/chat/completions",
-                    cast_to=object,
-                    body={**body, **extra_body} if extra_body else body,
-                    options={"headers": {header: "true"}, "timeout": self.timeout_s},
-                ),
-                timeout=self.timeout_s,
+            post = client.post(
+                "/chat/completions",
+                cast_to=object,
+                body={**body, **extra_body} if extra_body else body,
+                options={"headers": {header: "true"}, "timeout": self.timeout_s},
             )
+            # A limit on the attempt as a whole; asyncio.timeout (3.11+) adds no task per call.
+            if hasattr(asyncio, "timeout"):
+                async with asyncio.timeout(self.timeout_s):
+                    raw = await post
+            else:  # pragma: no cover - Python 3.10
+                raw = await asyncio.wait_for(post, timeout=self.timeout_s)
             payload = raw.http_response.content
             if self._key:  # a server that echoes the key into its answer must not get it stored
                 payload = payload.replace(self._key.reveal().encode(), b"***")
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, TimeoutError):
             raise _Retryable(f"timeout: no answer within {self.timeout_s:g} s") from None
         except openai.APITimeoutError:
             raise _Retryable(f"timeout: no answer within {self.timeout_s:g} s") from None
@@ -811,7 +816,29 @@ def read_batch_results(
     """
     results: dict[str, CallResult] = {}
     failures: list[tuple[str, str]] = []
-    with Path(path).open(encoding="utf-8") as fh:
+    for cid, (lineno, line) in read_batch_lines(path).items():
+        request = requests.get(cid) if requests is not None else None
+        if requests is not None and request is None:
+            raise InputError(path, lineno, "a custom_id among the requests given", cid)
+        try:
+            results[cid] = batch_result(line, request)
+        except BackendError as exc:
+            failures.append((cid, str(exc)))
+    if failures and not allow_errors:
+        shown = "; ".join(f"{cid}: {why}" for cid, why in failures[:5])
+        more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
+        raise BackendError(f"{len(failures)} batch requests in {path} failed: {shown}{more}")
+    return results
+
+
+def read_batch_lines(path: str | os.PathLike[str]) -> dict[str, tuple[int, dict[str, Any]]]:
+    """custom_id -> (line number, the parsed line) of a Batch API output file."""
+    lines: dict[str, tuple[int, dict[str, Any]]] = {}
+    try:
+        fh = Path(path).open(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(path, None, "a Batch API output file", exc.strerror or type(exc).__name__) from None
+    with fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
@@ -822,28 +849,25 @@ def read_batch_results(
             if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str):
                 raise InputError(path, lineno, "a JSON object with a string custom_id", raw.strip())
             cid = line["custom_id"]
-            if cid in results:
+            if cid in lines:
                 raise InputError(path, lineno, f"a custom_id not seen before ({cid!r} repeats)")
-            request = requests.get(cid) if requests is not None else None
-            if requests is not None and request is None:
-                raise InputError(path, lineno, "a custom_id among the requests given", cid)
-            reason = _batch_failure(line)
-            if reason is None:
-                data = line["response"]["body"]
-                try:
-                    if request is not None and request.mode == "logprobs":
-                        results[cid] = parse_logprobs(data, request.choices)
-                    else:
-                        results[cid] = parse_generate(data)
-                    continue
-                except (_Retryable, LogprobsUnsupported) as exc:
-                    reason = str(exc)
-            failures.append((cid, reason))
-    if failures and not allow_errors:
-        shown = "; ".join(f"{cid}: {why}" for cid, why in failures[:5])
-        more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
-        raise BackendError(f"{len(failures)} batch requests in {path} failed: {shown}{more}")
-    return results
+            lines[cid] = (lineno, line)
+    return lines
+
+
+def batch_result(line: dict[str, Any], request: CallRequest | None) -> CallResult:
+    """The CallResult of one Batch API output line (logprobs mode when `request` asks for it);
+    BackendError with the reason when the line is a failure or its answer cannot be read."""
+    reason = _batch_failure(line)
+    if reason is None:
+        data = line["response"]["body"]
+        try:
+            if request is not None and request.mode == "logprobs":
+                return parse_logprobs(data, request.choices)
+            return parse_generate(data)
+        except (_Retryable, LogprobsUnsupported) as exc:
+            reason = str(exc)
+    raise BackendError(reason)
 
 
 def _batch_failure(line: dict[str, Any]) -> str | None:

@@ -14,27 +14,50 @@ from rich.markup import escape
 from ..errors import JudgeblenderError
 from .console import err_console
 
-app = typer.Typer(
-    name="judgeblender",
-    help="Relevance judgments with juries of LLM judges, and how far they can be trusted.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
 COMMAND_MODULES = [
     "judge", "blend", "agree", "correlate", "pool", "label", "calibrate", "fill", "report", "compare",
     "grade", "cascade", "prompts", "store", "demo",
 ]
 
-for _name in COMMAND_MODULES:
-    import_module(f"{__name__}.{_name}").register(app)
+
+def build_app(commands: list[str] | None = None) -> typer.Typer:
+    """The command group with the given command modules registered (all of them by default)."""
+    group = typer.Typer(
+        name="judgeblender",
+        help="Relevance judgments with juries of LLM judges, and how far they can be trusted.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    # A group, even with one command registered: `judgeblender correlate ...` keeps its name.
+    group.callback()(lambda: None)
+    for name in commands or COMMAND_MODULES:
+        import_module(f"{__name__}.{name}").register(group)
+    return group
+
+
+def _requested_command(argv: list[str]) -> str | None:
+    """The command module named on the command line, when there is one (no option before it)."""
+    if argv and argv[0] in COMMAND_MODULES:
+        return argv[0]
+    return None
+
+
+def __getattr__(name: str):
+    # `app`, every command registered, is built on first use (tests, `python -m`); the
+    # `judgeblender` command itself imports only the module of the command it runs, since
+    # some pull in seconds of imports (scipy, torch) that others never need.
+    if name == "app":
+        value = globals()["app"] = build_app()
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Entry point: user-facing errors become one line on stderr and exit code 2."""
+    command = _requested_command(sys.argv[1:])
     try:
-        app(standalone_mode=False)
+        build_app([command] if command else None)(standalone_mode=False)
     except JudgeblenderError as exc:
         # Messages quote user input (file lines, ids): escape it so "[x]" is shown, not parsed as markup.
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)

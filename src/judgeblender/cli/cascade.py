@@ -17,7 +17,8 @@ from ..pairs.qrels import write_qrels
 from ..pairs.textfile import atomic_write_text
 from ..store import CallStore
 from .console import console, err_console
-from .judge import backend_options, print_summary
+from .judge import print_summary
+from .options import ApiKeyEnv, BaseUrl, Concurrency, Progress, Threads, Timeout, backend_options
 from .progress import RichReporter
 
 
@@ -59,12 +60,12 @@ def register(app: typer.Typer) -> None:
         pairs_format: str = typer.Option("auto", "--pairs-format"),
         depth: Optional[int] = typer.Option(None, "--depth", help="With a run file: its top-k per query."),
         skip_missing: bool = typer.Option(False, "--skip-missing", help="Judge the pairs that can be, report the rest."),
-        threads: Optional[int] = typer.Option(None, "--threads", help="llama.cpp / torch CPU threads."),
-        base_url: Optional[str] = typer.Option(None, "--base-url"),
-        api_key_env: Optional[str] = typer.Option(None, "--api-key-env"),
-        concurrency: Optional[int] = typer.Option(None, "--concurrency"),
-        timeout: Optional[float] = typer.Option(None, "--timeout"),
-        progress: bool = typer.Option(True, "--progress/--no-progress"),
+        threads: Threads = None,
+        base_url: BaseUrl = None,
+        api_key_env: ApiKeyEnv = None,
+        concurrency: Concurrency = None,
+        timeout: Timeout = None,
+        progress: Progress = True,
         json_summary: bool = typer.Option(False, "--json", help="Print the counts as JSON on stdout."),
     ) -> None:
         """Judge every pair with a cheap scorer and only the doubtful ones with LLM judges."""

@@ -29,7 +29,7 @@ from ..jury.pooling import POOLING_METHODS, TIE_RULES
 from ..prompts import get_template
 from ..store import CallStore
 from .console import console, err_console
-from .judge import backend_options
+from .options import ApiKeyEnv, BaseUrl, Concurrency, Progress, Threads, Timeout, backend_options
 from .progress import RichReporter
 
 
@@ -164,12 +164,12 @@ def register(app: typer.Typer) -> None:
         store_path: Path = typer.Option(Path("judgments.sqlite"), "--store", help="SQLite store of every call (re-runs reuse it)."),
         invalid_policy: str = typer.Option("retry-once", "--invalid", help="retry-once (then invalid) or no-retry."),
         seed: int = typer.Option(0, "--seed"),
-        threads: Optional[int] = typer.Option(None, "--threads", help="llama.cpp / torch CPU threads."),
-        base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL (or $OPENAI_BASE_URL)."),
-        api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable holding the API key [OPENAI_API_KEY]."),
-        concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Requests in flight for served models."),
-        timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-request timeout in seconds for served models."),
-        progress: bool = typer.Option(True, "--progress/--no-progress"),
+        threads: Threads = None,
+        base_url: BaseUrl = None,
+        api_key_env: ApiKeyEnv = None,
+        concurrency: Concurrency = None,
+        timeout: Timeout = None,
+        progress: Progress = True,
         as_json: bool = typer.Option(False, "--json", help="Also print the summary as one JSON object on stdout."),
     ) -> None:
         """Grade items (e.g. LLM answers) with a jury: every --judge x every --prompt, pooled."""

@@ -9,19 +9,27 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
+from ..backends.batch import BatchRequests, use_batch_files
 from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
 from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import final_labels, write_details, write_qrels_file
 from ..pairs import read_corpus, read_pairs, read_queries
 from ..store import CallStore
 from .console import console, err_console
+from .options import ApiKeyEnv, BaseUrl, Concurrency, Progress, Threads, Timeout, backend_options
 from .progress import RichReporter
 
 
-def backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens) -> dict:
-    opts = {"n_threads": threads, "base_url": base_url, "api_key_env": api_key_env,
-            "concurrency": concurrency, "timeout_s": timeout, "context_tokens": context_tokens}
-    return {k: v for k, v in opts.items() if v is not None}
+def write_batch_requests(queue: BatchRequests | None) -> None:
+    """Write the Batch API requests a --batch-write run queued, and say where."""
+    if queue is None:
+        return
+    written = queue.write()
+    if not written:
+        err_console.print("no call left for the Batch API: every pair is answered", highlight=False)
+    for path, n in written.items():
+        err_console.print(f"wrote {n} Batch API requests to {escape(str(path))}: submit it, then run again "
+                          "with --batch-read OUTPUT", highlight=False)
 
 
 def print_summary(run, skipped_note: bool = True) -> None:
@@ -61,16 +69,18 @@ def register(app: typer.Typer) -> None:
         allow_fallback: bool = typer.Option(False, "--allow-fallback", help="Let logprobs mode fall back to generate when a model cannot score (recorded)."),
         invalid_policy: str = typer.Option("retry-once", "--invalid", help="retry-once (then unjudged) or no-retry."),
         seed: int = typer.Option(0, "--seed"),
-        threads: Optional[int] = typer.Option(None, "--threads", help="llama.cpp / torch CPU threads."),
-        base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server URL (or $OPENAI_BASE_URL)."),
-        api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="Environment variable holding the API key [OPENAI_API_KEY]."),
-        concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Requests in flight for served models."),
-        timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-request timeout in seconds for served models."),
+        threads: Threads = None,
+        base_url: BaseUrl = None,
+        api_key_env: ApiKeyEnv = None,
+        concurrency: Concurrency = None,
+        timeout: Timeout = None,
         context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="Model context size, to truncate long passages."),
         panel: Optional[str] = typer.Option(None, "--panel", help="A panel preset (promptblender, llmblender, umbrela) or a panel .toml: several judges, blended."),
         panel_models: Optional[list[str]] = typer.Option(None, "--panel-model", help="Model string(s) for a preset panel (llmblender takes three)."),
         redact: bool = typer.Option(False, "--redact", help="Do not keep prompt texts (passages) in the store."),
-        progress: bool = typer.Option(True, "--progress/--no-progress"),
+        batch_read: Optional[Path] = typer.Option(None, "--batch-read", help="Served models: answer calls from this Batch API output file (see docs/served-models.md)."),
+        batch_write: Optional[Path] = typer.Option(None, "--batch-write", help="Served models: write the calls not answered yet to this Batch API requests file instead of calling."),
+        progress: Progress = True,
         json_summary: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
     ) -> None:
         """Judge (query, passage) pairs with an LLM judge (or a panel) and write qrels."""
@@ -84,14 +94,17 @@ def register(app: typer.Typer) -> None:
             from .panel_run import run_panel
 
             run_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts, mode,
-                      seed, allow_fallback, invalid_policy, skip_missing, redact, progress, json_summary)
+                      seed, allow_fallback, invalid_policy, skip_missing, redact, progress, json_summary,
+                      batch=(batch_read, batch_write))
             return
         spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=allow_fallback,
                          invalid_policy=invalid_policy, seed=seed)
         judge_obj = build_judge(spec)
+        batch_queue = use_batch_files([judge_obj], batch_read, batch_write)
         with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
             run = judge_pairs([judge_obj], pair_list, query_map, passages, store, reporter, skip_missing)
         getattr(judge_obj, "close", lambda: None)()
+        write_batch_requests(batch_queue)
         labels = final_labels(run)
         n = write_qrels_file(out, run, labels)
         details_path = details or out.with_name(out.name + ".details.jsonl")

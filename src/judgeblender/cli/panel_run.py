@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from ..backends.batch import use_batch_files
 from ..judges import build_judge, judge_pairs, summary_rows
 from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import write_details, write_qrels_file
@@ -14,21 +15,23 @@ from ..judges.panel import blend_run, get_panel
 from ..pairs import Pair
 from ..store import CallStore
 from .console import console, err_console
-from .judge import print_summary
+from .judge import print_summary, write_batch_requests
 from .progress import RichReporter
 
 
 def run_panel(panel_name: str, panel_models: list[str] | None, pairs: list[Pair], queries: dict[str, str],
               corpus: dict[str, str], out: Path, details: Path | None, store_path: Path, options: dict, mode: str,
               seed: int, allow_fallback: bool, invalid_policy: str, skip_missing: bool, redact: bool,
-              progress: bool, json_summary: bool) -> None:
+              progress: bool, json_summary: bool, batch: tuple[Path | None, Path | None] = (None, None)) -> None:
     panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
                       invalid_policy=invalid_policy)
     judges = [build_judge(spec) for spec in panel.judges]
+    batch_queue = use_batch_files(judges, *batch)
     with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
         run = judge_pairs(judges, pairs, queries, corpus, store, reporter, skip_missing)
     for judge in judges:
         getattr(judge, "close", lambda: None)()
+    write_batch_requests(batch_queue)
     result = blend_run(run, panel)
     labels = {Pair(q, d): dec.label for (q, d), dec in zip(result.table.pairs, result.decisions)}
     blend_info = {"panel": panel.name, "method": panel.method, "tie": panel.tie, "seed": panel.seed}

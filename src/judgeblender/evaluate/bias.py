@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from ..errors import InputError
 from ..pairs.textfile import iter_lines
-from .leaderboard import CorrelationReport
+from .leaderboard import CorrelationReport, average_ranks
 from .svgplot import Point, Scatter
 
 UNGROUPED = "(ungrouped)"
@@ -42,7 +41,7 @@ def read_groups(path: str | Path) -> dict[str, str]:
 
 def leaderboard_ranks(scores: Sequence[float]) -> np.ndarray:
     """Rank 1 = best score; tied runs share their average rank."""
-    return stats.rankdata(-np.asarray(scores, dtype=float), method="average")
+    return average_ranks(-np.asarray(scores, dtype=float)[None, :])[0]
 
 
 @dataclass

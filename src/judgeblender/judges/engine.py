@@ -156,8 +156,9 @@ async def _run_calls(
     scale = judge.template.scale
     results: dict[int, tuple[StepOutcome | None, str | None]] = {}
     misses: list[int] = []
+    keys = [call_key(identity, req) for _, _, req in requests] if store else []
     for i, (_, step, req) in enumerate(requests):
-        hit = store.get(call_key(identity, req)) if store else None
+        hit = store.get(keys[i]) if store else None
         if hit is None:
             misses.append(i)
             continue
@@ -190,7 +191,7 @@ async def _run_calls(
         outcome.attempt = req.seed - judge.spec.seed
         if store:
             parsed = {"value": outcome.value, "invalid_reason": outcome.invalid_reason}
-            store.put(call_key(identity, req), judge.backend.kind, identity, req, result, parsed)
+            store.put(keys[i], judge.backend.kind, identity, req, result, parsed)
         stats.calls_made += 1
         stats.invalid_outputs += outcome.value is None
         results[i] = (outcome, None)
@@ -299,8 +300,8 @@ async def _run_judge(
         else:
             stats.judged += 1
         judgments[s.pair] = j
-        if store:
-            store.put_judgment(judge.id, s.pair.qid, s.pair.docid, j.record())
+    if store:
+        store.put_judgments(judge.id, ((p.qid, p.docid, j.record()) for p, j in judgments.items()))
     stats.seconds = time.perf_counter() - started
     stats.backend_retries = getattr(judge.backend, "retries_total", 0) - retries_before
     return judgments, stats

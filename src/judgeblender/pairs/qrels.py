@@ -6,13 +6,22 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import InputError
-from .textfile import atomic_write_text, check_id, iter_lines, report_repair
+from .textfile import atomic_write_text, check_id, clean_lines, iter_lines, report_repair
 
 Qrels = dict[str, dict[str, int]]
 
 
 def _qrels_rows(path: str | Path) -> Iterator[tuple[int, str, str, str]]:
     """(line, qid, docid, label text) of every non-blank line; a line without 4 columns is an error."""
+    lines = clean_lines(path)
+    if lines is not None:  # no control characters anywhere: the ids need no check of their own
+        for lineno, line in enumerate(lines, start=1):
+            cols = line.split()
+            if len(cols) == 4:
+                yield lineno, cols[0], cols[2], cols[3]
+            elif cols:
+                raise InputError(path, lineno, "4 columns 'query_id iteration doc_id label'", line.rstrip("\r"))
+        return
     for lineno, line in iter_lines(path):
         if not line.strip():
             continue

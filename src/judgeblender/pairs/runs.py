@@ -171,36 +171,35 @@ def parse_run_bytes(data: bytes) -> RunColumns | None:
     # Non-ASCII (a byte-order mark, Unicode spaces) or NUL bytes: leave it to the line reader.
     if a.size == 0 or a.max() >= 0x80 or not a.min():
         return None
+    # Tokens are the runs of non-space bytes: [starts[i], ends[i]).
+    edges = np.diff(np.concatenate(([0], (~_ASCII_SPACE[a]).view(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
     # Exactly 6 tokens on every non-blank line: count token starts between newlines.
-    space = _ASCII_SPACE[a]
-    starts = ~space[1:]
-    starts &= space[:-1]
-    token_pos = np.flatnonzero(starts) + 1
-    if not space[0]:
-        token_pos = np.concatenate(([0], token_pos))
     line_end = np.concatenate((np.flatnonzero(a == 10), [a.size]))
-    per_line = np.diff(np.searchsorted(token_pos, line_end), prepend=0)
-    if not np.all((per_line == 6) | (per_line == 0)):
+    per_line = np.diff(np.searchsorted(starts, line_end), prepend=0)
+    if not starts.size or not np.all((per_line == 6) | (per_line == 0)):
         return None
-    tokens = data.decode("ascii").split()
-    if not tokens or not all(map(str.isdigit, tokens[3::6])):
-        return None
-    try:
-        scores = np.array(list(map(float, tokens[4::6])), dtype=np.float64)
+    starts, ends = starts.reshape(-1, 6), ends.reshape(-1, 6)
+    ranks = _token_column(a, starts[:, 3], ends[:, 3])
+    if not np.all((ranks.view(np.uint8) == 0) | ((ranks.view(np.uint8) >= 48) & (ranks.view(np.uint8) <= 57))):
+        return None  # a rank that is not all digits
+    try:  # numpy parses bytes to float as Python's float() does (correctly rounded)
+        scores = _token_column(a, starts[:, 4], ends[:, 4]).astype(np.float64)
     except ValueError:
         return None
     if not np.isfinite(scores).all():
         return None
-    qids = np.array(tokens[0::6], dtype=str)
-    docs = np.array(tokens[2::6], dtype=str)
+    qids = _token_column(a, starts[:, 0], ends[:, 0])
+    docs = _token_column(a, starts[:, 2], ends[:, 2])
     n = len(qids)
     # Queries in order of first appearance (a query may come back in a later block of lines).
     bounds = [0, *(np.flatnonzero(qids[1:] != qids[:-1]) + 1).tolist(), n]
     group_of: dict[str, int] = {}
     g = np.empty(n, dtype=np.int64)
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        g[lo:hi] = group_of.setdefault(str(qids[lo]), len(group_of))
-    ud, d_inv = np.unique(docs, return_inverse=True)  # d_inv orders docids as Python compares them
+        g[lo:hi] = group_of.setdefault(qids[lo].decode("ascii"), len(group_of))
+    # d_inv orders docids as Python compares them (ASCII: bytes and text sort alike)
+    ud, d_inv = np.unique(docs, return_inverse=True)
     if np.bincount(g * len(ud) + d_inv).max() > 1:
         return None  # a document twice in a query: the line reader names it
     same = g[1:] == g[:-1]
@@ -211,7 +210,16 @@ def parse_run_bytes(data: bytes) -> RunColumns | None:
         g, docs, scores = g[order], docs[order], scores[order]
     offsets = np.zeros(len(group_of) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum(np.bincount(g, minlength=len(group_of)))
-    return RunColumns(list(group_of), offsets, docs, scores)
+    return RunColumns(list(group_of), offsets, docs.astype(str), scores)
+
+
+def _token_column(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The tokens a[starts[i]:ends[i]] as one numpy bytes array ("S", zero-padded)."""
+    width = int((ends - starts).max())
+    offsets = np.arange(width)
+    index = np.minimum(starts[:, None] + offsets, a.size - 1)
+    chars = np.where(offsets < (ends - starts)[:, None], a[index], 0).astype(np.uint8)
+    return np.ascontiguousarray(chars).view(f"S{width}").ravel()
 
 
 # --- parse cache ------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -166,15 +166,24 @@ class CallStore:
 
     # -- judgments ---------------------------------------------------------------------
     def put_judgment(self, judge_id: str, qid: str, docid: str, record: dict[str, Any]) -> None:
+        self.put_judgments(judge_id, [(qid, docid, record)])
+
+    def put_judgments(self, judge_id: str, records: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
+        """Record a judge's judgments in one transaction (they are derived from stored calls, so
+        a crash before the commit loses nothing a re-run cannot rebuild without a call)."""
+        now = _now()
+        rows = [(judge_id, qid, docid, record.get("label"),
+                 canonical_json(record["probs"]) if record.get("probs") is not None else None,
+                 record.get("expected"), record.get("invalid_reason"), canonical_json(record), now)
+                for qid, docid, record in records]
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)",
-                (
-                    judge_id, qid, docid, record.get("label"),
-                    canonical_json(record["probs"]) if record.get("probs") is not None else None,
-                    record.get("expected"), record.get("invalid_reason"), canonical_json(record), _now(),
-                ),
-            )
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def judgments(self, judge_id: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT judge_id, qid, docid, details FROM judgments"
