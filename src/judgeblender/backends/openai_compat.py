@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import logging
 import math
@@ -509,13 +510,16 @@ class OpenAICompatBackend(Backend):
 
     # --- clients --------------------------------------------------------------------
     def _new_client(self) -> Any:
-        from openai import AsyncOpenAI
+        import openai
 
-        return AsyncOpenAI(
+        ssl_context = _shared_ssl_context()
+        return openai.AsyncOpenAI(
             api_key=self._key.reveal() if self._key else NO_KEY_PLACEHOLDER,
             base_url=self._base_url.reveal(),
             timeout=self.timeout_s,
             max_retries=0,  # our own loop retries, and counts
+            # the SDK's own HTTP client settings, with one TLS context for all clients
+            http_client=openai.DefaultAsyncHttpxClient(verify=ssl_context) if ssl_context is not None else None,
         )
 
     def _state(self) -> _LoopState:
@@ -701,6 +705,21 @@ class OpenAICompatBackend(Backend):
                 loop.run_until_complete(closing)
         if runner is not None:
             runner.stop()
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_ssl_context() -> Any:
+    """The TLS context the SDK's HTTP library would build for each client, built once: each one
+    loads the CA bundle (about 25 ms), and a backend opens a client per 8 calls in flight.
+    None (each client builds its own) when the SDK's HTTP library is not the expected one."""
+    import sys
+
+    import openai
+
+    base = next((c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient"), None)
+    library = sys.modules.get(base.__module__.split(".")[0]) if base is not None else None
+    create = getattr(library, "create_ssl_context", None)
+    return create() if callable(create) else None
 
 
 async def _close_all(clients: list[Any]) -> None:
