@@ -169,6 +169,7 @@ async def _run_calls(
         stats.invalid_outputs += outcome.value is None
     # Sorting by prompt text puts prompts with long common prefixes next to each other.
     misses.sort(key=lambda i: [m.content for m in requests[i][2].messages])
+    writer = _GroupCommit(store) if store else None
     sem = asyncio.Semaphore(max(1, judge.backend.max_concurrency))
     reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(misses))
     no_logprobs: list[LogprobsUnsupported] = []
@@ -189,9 +190,9 @@ async def _run_calls(
                 return
         outcome = interpret(step, scale, req, result, judge.template.score_range)
         outcome.attempt = req.seed - judge.spec.seed
-        if store:
+        if writer:
             parsed = {"value": outcome.value, "invalid_reason": outcome.invalid_reason}
-            store.put(keys[i], judge.backend.kind, identity, req, result, parsed)
+            await writer.put((keys[i], judge.backend.kind, identity, req, result, parsed))
         stats.calls_made += 1
         stats.invalid_outputs += outcome.value is None
         results[i] = (outcome, None)
@@ -204,6 +205,39 @@ async def _run_calls(
     if no_logprobs:
         raise no_logprobs[0]
     return [(requests[i][0], *results[i]) for i in range(len(requests))]
+
+
+class _GroupCommit:
+    """Calls that finish in the same turn of the event loop are committed together, in one
+    transaction at the end of that turn; each caller resumes (and its call counts) only once its
+    row is committed. At 64 calls in flight that saves most of the per-commit cost."""
+
+    def __init__(self, store: CallStore):
+        self.store = store
+        self.pending: list[tuple[tuple, asyncio.Future]] = []
+
+    async def put(self, row: tuple) -> None:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        if not self.pending:
+            loop.call_soon(self._flush)
+        self.pending.append((row, done))
+        await done
+
+    def _flush(self) -> None:
+        batch, self.pending = self.pending, []
+        try:
+            self.store.put_many([row for row, _ in batch])
+        except BaseException as exc:  # every caller of the batch sees the failure
+            for _, done in batch:
+                if not done.done():
+                    done.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt, SystemExit: stop the loop as well
+            return
+        for _, done in batch:
+            if not done.done():
+                done.set_result(None)
 
 
 def _finish(state: _PairState, judge: Judge, outcome: StepOutcome) -> None:

@@ -121,21 +121,33 @@ class CallStore:
         parsed: dict[str, Any] | None,
     ) -> None:
         """Record one finished call; committed before this returns."""
-        req = request.key_fields()
-        if self.redact_passages:
-            req["messages"] = [[role, "[redacted]"] for role, _ in req["messages"]]
+        self.put_many([(key, backend, identity, request, result, parsed)])
+
+    def put_many(self, calls: list[tuple[str, str, dict[str, Any], CallRequest, CallResult, dict[str, Any] | None]]
+                 ) -> None:
+        """Record finished calls (key, backend, identity, request, result, parsed) in one
+        transaction; committed before this returns."""
+        rows = []
+        for key, backend, identity, request, result, parsed in calls:
+            req = request.key_fields()
+            if self.redact_passages:
+                req["messages"] = [[role, "[redacted]"] for role, _ in req["messages"]]
+            rows.append((
+                key, backend, str(identity.get("model", "")), canonical_json(identity), canonical_json(req),
+                result.text, canonical_json(parsed) if parsed is not None else None,
+                canonical_json(result.probs) if result.probs is not None else None,
+                result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, _now(),
+                canonical_json(result.extra) if result.extra else None,
+            ))
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    key, backend, str(identity.get("model", "")), canonical_json(identity), canonical_json(req),
-                    result.text, canonical_json(parsed) if parsed is not None else None,
-                    canonical_json(result.probs) if result.probs is not None else None,
-                    result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, _now(),
-                    canonical_json(result.extra) if result.extra else None,
-                ),
-            )
-        self.new_calls += 1
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        self.new_calls += len(rows)
 
     def count_calls(self) -> int:
         with self._lock:
