@@ -27,6 +27,7 @@ equals ir_measures' on the full runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -386,6 +387,24 @@ while not srv.stopped:
 """
 
 
+@contextlib.contextmanager
+def answering_server(n: int, conc: int, repeats: int):
+    """tests/openai_server.py in its own process, answering after SERVED_DELAY_S: (process, port)."""
+    cfg = {"top": TOP_LOGPROBS, "delay": SERVED_DELAY_S, "max_requests": n * (repeats + 1) + 100,
+           "lifetime": 60 + repeats * (n / min(conc / SERVED_DELAY_S, 400) + 30)}
+    server = subprocess.Popen([sys.executable, "-c", SERVER_SCRIPT, str(ROOT / "tests"), json.dumps(cfg)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        yield server, int(server.stdout.readline())
+    finally:
+        try:
+            server.stdin.write("stop\n")
+            server.stdin.flush()
+        except OSError:
+            pass
+        server.wait(timeout=30)
+
+
 def served_case(spec: dict[str, Any]) -> dict[str, Any]:
     """pairs/s through judge_pairs against the test server at one concurrency."""
     from judgeblender.judges import Judge, JudgeSpec, judge_pairs
@@ -394,12 +413,7 @@ def served_case(spec: dict[str, Any]) -> dict[str, Any]:
     conc, n, repeats = spec["concurrency"], spec["pairs"], spec["repeats"]
     queries, corpus = dl19_texts()
     pairs = first_pairs(n)
-    cfg = {"top": TOP_LOGPROBS, "delay": SERVED_DELAY_S, "max_requests": n * (repeats + 1) + 100,
-           "lifetime": 60 + repeats * (n / min(conc / SERVED_DELAY_S, 400) + 30)}
-    server = subprocess.Popen([sys.executable, "-c", SERVER_SCRIPT, str(ROOT / "tests"), json.dumps(cfg)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(server.stdout.readline())
+    with answering_server(n, conc, repeats) as (server, port):
         opts = {"base_url": f"http://127.0.0.1:{port}/v1", "concurrency": conc, "timeout_s": 30}
         rates, in_flight, cpu = [], [], []
         for rep in range(repeats + 1):  # the first pass warms up connections and imports
@@ -420,13 +434,6 @@ def served_case(spec: dict[str, Any]) -> dict[str, Any]:
                 rates.append(n / elapsed)
                 in_flight.append(stats["max_in_flight"])
                 cpu.append(used / n * 1000)
-    finally:
-        try:
-            server.stdin.write("stop\n")
-            server.stdin.flush()
-        except OSError:
-            pass
-        server.wait(timeout=30)
     ideal = conc / SERVED_DELAY_S
     return {"pairs_per_s": median(rates), "ideal": ideal, "fraction_of_ideal": median(rates) / ideal,
             "rates": rates, "max_in_flight": max(in_flight), "client_cpu_ms_per_call": median(cpu), "n": n}
@@ -449,10 +456,6 @@ def served_sdk_case(spec: dict[str, Any]) -> dict[str, Any]:
     step = judge.template.steps[0]
     bodies = [build_chat_body(_request(judge, step, {"query": queries[p.qid], "passage": corpus[p.docid]}, 0),
                               "test-model")[0] for p in first_pairs(n)]
-    cfg = {"top": TOP_LOGPROBS, "delay": SERVED_DELAY_S, "max_requests": n * (repeats + 1) + 100,
-           "lifetime": 60 + repeats * (n / min(conc / SERVED_DELAY_S, 400) + 30)}
-    server = subprocess.Popen([sys.executable, "-c", SERVER_SCRIPT, str(ROOT / "tests"), json.dumps(cfg)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     async def run_once(port: int) -> tuple[float, float]:
         clients = [openai.AsyncOpenAI(api_key="unused", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
@@ -472,21 +475,13 @@ def served_sdk_case(spec: dict[str, Any]) -> dict[str, Any]:
             await client.close()
         return elapsed, used
 
-    try:
-        port = int(server.stdout.readline())
+    with answering_server(n, conc, repeats) as (_, port):
         rates, cpu = [], []
         for rep in range(repeats + 1):  # the first pass warms up
             elapsed, used = asyncio.run(run_once(port))
             if rep:
                 rates.append(n / elapsed)
                 cpu.append(used / n * 1000)
-    finally:
-        try:
-            server.stdin.write("stop\n")
-            server.stdin.flush()
-        except OSError:
-            pass
-        server.wait(timeout=30)
     ideal = conc / SERVED_DELAY_S
     return {"pairs_per_s": median(rates), "ideal": ideal, "fraction_of_ideal": median(rates) / ideal,
             "rates": rates, "max_in_flight": conc, "client_cpu_ms_per_call": median(cpu), "n": n}

@@ -139,15 +139,19 @@ class CallStore:
                 result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, _now(),
                 canonical_json(result.extra) if result.extra else None,
             ))
+        self._insert_many("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        self.new_calls += len(rows)
+
+    def _insert_many(self, statement: str, rows: list[tuple]) -> None:
+        """All rows in one transaction, committed before this returns."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+                self._db.executemany(statement, rows)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
-        self.new_calls += len(rows)
 
     def count_calls(self) -> int:
         with self._lock:
@@ -188,14 +192,7 @@ class CallStore:
                  canonical_json(record["probs"]) if record.get("probs") is not None else None,
                  record.get("expected"), record.get("invalid_reason"), canonical_json(record), now)
                 for qid, docid, record in records]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)", rows)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        self._insert_many("INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)", rows)
 
     def judgments(self, judge_id: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT judge_id, qid, docid, details FROM judgments"
