@@ -58,3 +58,21 @@ def test_redacted_store_keeps_no_prompt_text(tmp_path):
         store.put(call_key(IDENT, REQ), "scripted", IDENT, REQ, CallResult("2"), None)
         (rec,) = list(store.iter_calls())
     assert "judge this" not in str(rec["request"])
+
+
+def test_a_store_another_process_is_creating_is_waited_for(tmp_path):
+    # Two `judge` runs started together both create the store; the one that loses the race for
+    # the WAL switch waits instead of failing with "database is locked".
+    import threading
+    import time
+
+    path = tmp_path / "new.sqlite"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # what the winner holds while it sets the database up
+    other.execute("CREATE TABLE t (x)")
+    threading.Timer(0.3, lambda: other.execute("COMMIT")).start()
+    started = time.monotonic()
+    store = CallStore(path)
+    assert time.monotonic() - started >= 0.25
+    assert store.count_calls() == 0
+    other.close()

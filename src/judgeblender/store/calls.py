@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -54,7 +55,7 @@ class CallStore:
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
-            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            mode = self._wal_mode()
         except sqlite3.DatabaseError as exc:
             raise JudgeblenderError(f"{self.path}: not a judgeblender store ({exc})") from None
         if mode.lower() != "wal":
@@ -68,6 +69,19 @@ class CallStore:
         self._migrate()
         self.new_calls = 0
         self.cache_hits = 0
+
+    def _wal_mode(self, wait_s: float = 60.0) -> str:
+        """Switch to the WAL journal. Two processes creating one store at the same moment race for
+        it, and SQLite answers the loser "database is locked" at once, without its busy timeout:
+        wait and try again."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _migrate(self) -> None:
         with self._lock:
