@@ -645,9 +645,9 @@ def render(res: dict[str, Any]) -> str:
         "# Benchmarks",
         "",
         "Produced by `bench/benchmark.py` (see `bench/run_all.sh`); every figure is a median over repeats,",
-        "and every row of one table comes from the same run. The machine is shared with other jobs:",
-        "the load average (1, 5, 15 min) is given before each case, and ratios between rows of the",
-        "same run mean more than absolute speeds.",
+        "and every row of one table comes from the same run. The load average (1, 5, 15 min) is given",
+        "before each case (about 2 is the benchmark's own two threads of the case before); ratios",
+        "between rows of the same run mean more than absolute speeds.",
         "",
         f"- machine: {m['nproc']} cores, {m['cpu']} ({m['simd']}), {m['memory_gb']} GB RAM, Python {m['python']}",
         f"- run: {res['started']} to {res.get('finished', '?')}; load at start {res['load_start']}, "
@@ -707,7 +707,8 @@ def render(res: dict[str, Any]) -> str:
     if res.get("knobs"):
         lines += ["## Speed knobs and agreement with the unchanged path", "",
                   "Same pairs; kappa is Cohen's kappa of the labels, |dp| the largest change of a label "
-                  "probability.", "",
+                  "probability. A knob run on fewer pairs than the default row used the first of them: its "
+                  "speed against the default's is not like for like (passage lengths differ).", "",
                   "| model | knob | pairs | pairs/s | default pairs/s | identical labels | kappa | max abs dp | "
                   "load before |",
                   "|---|---|---:|---:|---:|---:|---:|---:|---|"]
