@@ -623,10 +623,10 @@ def _by_name(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Results of parts run one after the other (`all --parts ...`) as one: each part from the
     file that has it, the commands and times of all."""
-    out: dict[str, Any] = {"machine": results[0]["machine"], "embedded": [], "knobs": [], "served": [],
-                           "correlate": {}}
+    out: dict[str, Any] = {"machine": results[0]["machine"], "embedded": [], "knobs": [], "baselines": [],
+                           "served": [], "correlate": {}}
     for res in results:
-        for key in ("embedded", "knobs", "served"):
+        for key in ("embedded", "knobs", "baselines", "served"):
             out[key] += res.get(key, [])
         out["correlate"].update(res.get("correlate") or {})
     if len(results) == 1:
@@ -707,14 +707,17 @@ def render(res: dict[str, Any]) -> str:
     if res.get("knobs"):
         lines += ["## Speed knobs and agreement with the unchanged path", "",
                   "Same pairs; kappa is Cohen's kappa of the labels, |dp| the largest change of a label "
-                  "probability. A knob run on fewer pairs than the default row used the first of them: its "
-                  "speed against the default's is not like for like (passage lengths differ).", "",
+                  "probability. A knob run on fewer pairs than the default row used the first of them; its "
+                  "default pairs/s is then the default path on those same pairs (`--parts baselines`), or "
+                  "n/a when that was not measured.", "",
                   "| model | knob | pairs | pairs/s | default pairs/s | identical labels | kappa | max abs dp | "
                   "load before |",
                   "|---|---|---:|---:|---:|---:|---:|---:|---|"]
         for k in res["knobs"]:
             key = k["case"]["model"]
-            default = emb.get(f"{key} logprobs", {}).get("pairs_per_s")
+            same = _by_name(res.get("baselines", [])).get(f"{key} logprobs, first {k['n']} pairs")
+            main = emb.get(f"{key} logprobs", {})
+            default = (same or {}).get("pairs_per_s") if main.get("n") != k["n"] else main.get("pairs_per_s")
             a = k.get("agreement") or {}
             if k.get("error"):
                 lines.append(f"| {key} | {k.get('knob')} | | error: {k['error']} | | | | | |")
@@ -861,6 +864,13 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
                                                                     "store": False}))
         results["served"].append(step(f"served c={conc}, the openai SDK alone", {
             "kind": "served_sdk", "concurrency": conc, "pairs": n, "repeats": args.repeats}))
+    if "baselines" in args.parts:  # the default path on the knobs' smaller pair sets
+        results["baselines"] = []
+        for key in args.models:
+            for n in sorted({args.knob_pairs[key], args.omp_pairs} - {args.pairs}):
+                results["baselines"].append(step(f"{key} logprobs, first {n} pairs", {
+                    "kind": "judging", "model": key, "threads": args.threads, "method": "logprobs", "pairs": n,
+                    "repeats": 1}))
     if "embedded" in args.parts:
         for key in args.models:
             base = {"kind": "judging", "model": key, "threads": args.threads}

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 exec "$PY" bench/benchmark.py all \
-    --parts correlate served embedded \
+    --parts correlate served embedded baselines \
     --models gemma qwen \
     --pairs 300 --gen-pairs 20 --ref-pairs-gemma 10 --ref-pairs-qwen 6 \
     --repeats 3 --ref-repeats 3 --threads 2 \
