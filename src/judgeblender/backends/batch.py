@@ -17,6 +17,7 @@ The answers are parsed exactly as live answers are (openai_compat's parsers).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -53,8 +54,6 @@ class BatchRequests:
 
     def write(self) -> dict[Path, int]:
         """Write the files (atomically); returns how many requests went to each."""
-        import json
-
         written = {}
         for model, path in self.files().items():
             lines = self.lines[model].values()
@@ -75,8 +74,6 @@ class BatchBackend(Backend):
         self._results = results
         self._results_path = results_path
         self._queue = queue
-        self.answered_from_file = 0
-        self.queued = 0
 
     def identity(self) -> dict[str, Any]:
         return self.inner.identity()  # the same store keys as live calls
@@ -89,6 +86,18 @@ class BatchBackend(Backend):
 
     def execute(self, request: CallRequest) -> CallResult:
         key = call_key(self.identity(), request)
+        if key in self._results or self._queue is not None:
+            return self._from_files(key, request)
+        return self.inner.execute(request)
+
+    async def aexecute(self, request: CallRequest) -> CallResult:
+        key = call_key(self.identity(), request)
+        if key in self._results or self._queue is not None:
+            return self._from_files(key, request)  # no I/O: answered from memory or queued
+        return await self.inner.aexecute(request)
+
+    def _from_files(self, key: str, request: CallRequest) -> CallResult:
+        """The answer in the output file, or the request queued for the next requests file."""
         found = self._results.get(key)
         if found is not None:
             lineno, line = found
@@ -97,22 +106,13 @@ class BatchBackend(Backend):
             except BackendError as exc:
                 raise BackendError(f"{self._results_path}:{lineno}: {exc}") from None
             result.extra["batch"] = True
-            self.answered_from_file += 1
             return result
-        if self._queue is None:
-            return self.inner.execute(request)
+        assert self._queue is not None  # _from_files is called only with a result or a queue
         body, extra = build_chat_body(request, self.inner.model, top_logprobs=self.inner.top_logprobs,
                                       answer_prefix_mode=self.inner.answer_prefix_mode,
                                       max_tokens_param=self.inner.max_tokens_param)
         self._queue.add(self.inner.model, key, {**body, **extra})
-        self.queued += 1
         raise BackendError(QUEUED)
-
-    async def aexecute(self, request: CallRequest) -> CallResult:
-        key = call_key(self.identity(), request)
-        if key in self._results or self._queue is not None:
-            return self.execute(request)  # no I/O: answered from memory or queued
-        return await self.inner.aexecute(request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -18,7 +18,6 @@ made. An escalated pair on which every LLM judge failed keeps its cheap label, a
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -29,7 +28,7 @@ from ..errors import JudgeblenderError
 from ..pairs import Pair
 from ..pairs.qrels import Qrels
 from ..store import CallStore
-from .engine import JudgeRun, PairJudge, Reporter, judge_pairs_async
+from .engine import JudgeRun, PairJudge, Reporter, judge_pairs_async, run_then_close
 from .judge import Judge
 
 CHEAP = "cheap"
@@ -179,16 +178,5 @@ def cascade(
 ) -> CascadeResult:
     """Synchronous entry point (scripts, the CLI)."""
     llm_judges = list(llm_judges)
-
-    async def run_then_close() -> CascadeResult:
-        try:
-            return await cascade_async(cheap, llm_judges, pairs, queries, corpus, store, policy, reporter, blend,
-                                       skip_missing)
-        finally:
-            # Served backends' connections belong to this event loop: close them on it, as judge_pairs does.
-            for judge in llm_judges:
-                aclose = getattr(getattr(judge, "backend", None), "aclose", None)
-                if aclose is not None:
-                    await aclose()
-
-    return asyncio.run(run_then_close())
+    return run_then_close(llm_judges, cascade_async(cheap, llm_judges, pairs, queries, corpus, store, policy,
+                                                    reporter, blend, skip_missing))

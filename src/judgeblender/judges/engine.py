@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..backends.base import CallRequest, CallResult, LogprobsUnsupported, Message
 from ..errors import BackendError, JudgeblenderError, MissingItemsError
@@ -27,6 +27,7 @@ from .judge import Judge
 from .judgment import Judgment, StepOutcome
 from .truncate import passage_budget, truncate_passage
 
+T = TypeVar("T")
 RETRY_TEMPERATURE = 0.5  # a retry of an invalid answer samples, else it would repeat itself
 
 
@@ -368,19 +369,25 @@ def judge_pairs(
 ) -> JudgeRun:
     """Synchronous entry point (notebooks, scripts, the CLI)."""
     judges = list(judges)
+    return run_then_close(judges, judge_pairs_async(judges, pairs, queries, corpus, store, reporter, skip_missing))
 
-    async def run_then_close() -> JudgeRun:
+
+def run_then_close(judges: Iterable[Any], work: Coroutine[Any, Any, T]) -> T:
+    """Run `work` in a fresh event loop, then close the judges' served connections on that loop.
+
+    Connections made on an event loop must close on it: left to the garbage collector, they try
+    to close on a later loop and log "Event loop is closed" tracebacks."""
+
+    async def main() -> T:
         try:
-            return await judge_pairs_async(judges, pairs, queries, corpus, store, reporter, skip_missing)
+            return await work
         finally:
-            # Connections made on this event loop must close on it: left to the garbage collector,
-            # they try to close on a later loop and log "Event loop is closed" tracebacks.
             for judge in judges:
                 aclose = getattr(getattr(judge, "backend", None), "aclose", None)
                 if aclose is not None:
                     await aclose()
 
-    return asyncio.run(run_then_close())
+    return asyncio.run(main())
 
 
 def summary_rows(run: JudgeRun) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ size, mtime and inode, so reading the same run files again skips the parsing.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import math
 import os
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from .textfile import GZIP_MAGIC, iter_lines
+from .textfile import iter_lines, read_whole
 
 # Files at least this large (on disk) are cached once parsed; smaller ones parse in milliseconds.
 CACHE_MIN_BYTES = 256 * 1024
@@ -156,14 +155,8 @@ def _read_lines(path: Path) -> dict[str, list[tuple[str, float]]]:
 
 def _read_fast(path: Path) -> RunColumns | None:
     """The run's columns, or None when the file needs the line-by-line reader (see the module doc)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-        if data[:2] == GZIP_MAGIC:
-            data = gzip.decompress(data)
-    except (OSError, EOFError, zlib.error):
-        return None  # missing, a directory, truncated gzip: the line reader names it
-    return parse_run_bytes(data)
+    data = read_whole(path)
+    return parse_run_bytes(data) if data is not None else None
 
 
 def parse_run_bytes(data: bytes) -> RunColumns | None:
@@ -181,9 +174,9 @@ def parse_run_bytes(data: bytes) -> RunColumns | None:
     if not starts.size or not np.all((per_line == 6) | (per_line == 0)):
         return None
     starts, ends = starts.reshape(-1, 6), ends.reshape(-1, 6)
-    ranks = _token_column(a, starts[:, 3], ends[:, 3])
-    if not np.all((ranks.view(np.uint8) == 0) | ((ranks.view(np.uint8) >= 48) & (ranks.view(np.uint8) <= 57))):
-        return None  # a rank that is not all digits
+    rank_chars = _token_column(a, starts[:, 3], ends[:, 3]).view(np.uint8)
+    if not np.all((rank_chars == 0) | ((rank_chars >= 48) & (rank_chars <= 57))):
+        return None  # a rank that is not all digits (0: the padding of shorter ranks)
     try:  # numpy parses bytes to float as Python's float() does (correctly rounded)
         scores = _token_column(a, starts[:, 4], ends[:, 4]).astype(np.float64)
     except ValueError:

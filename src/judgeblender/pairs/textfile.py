@@ -89,18 +89,29 @@ def iter_lines(path: str | Path, report: bool = True) -> Iterator[tuple[int, str
         raise InputError(path, lineno + 1, "a complete gzip stream", f"truncated or corrupt ({exc})") from None
 
 
+def read_whole(path: str | Path) -> bytes | None:
+    """The file's bytes, gunzipped when gzip; None when it cannot be read whole (missing, a
+    directory, a truncated gzip stream): the fast paths then leave the file to iter_lines,
+    which names the problem."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        return gzip.decompress(data) if data[:2] == GZIP_MAGIC else data
+    except (OSError, EOFError, zlib.error):
+        return None
+
+
 def clean_lines(path: str | Path) -> list[str] | None:
     """The file's lines (newlines removed) when it is the plain case: UTF-8 without a byte-order
     mark and without control characters other than tab, newline and carriage return. Otherwise
     None: the caller goes through iter_lines, which names the line of any problem. Reading the
     whole file at once is several times quicker than line by line for large qrels."""
+    data = read_whole(path)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-        if data[:2] == GZIP_MAGIC:
-            data = gzip.decompress(data)
-        text = data.decode("utf-8")
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError):
+        text = data.decode("utf-8") if data is not None else None
+    except UnicodeDecodeError:
+        return None
+    if text is None:
         return None
     if text.startswith("\ufeff") or _CONTROL.search(text):
         return None
