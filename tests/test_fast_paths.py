@@ -80,6 +80,11 @@ TRICKY = [
     "1 Q0 b 1 1.0 t\r\n1 Q0 a 2 1.0 t\r\n1 Q0 c 3 1.0 t\r\n",  # CRLF, all tied
     "1\tQ0\tx\t1\t5e-1\trun\n1 Q0 y 2 -0.0 run\n   \n1 Q0 z 3 0.0 run",  # tabs, no final newline
     "1 Q0 a 1 1.0 t\x0c\n",  # form feed is whitespace to str.split()
+    "1\tQ0\ta\t1\t2.5\tt\n1\tQ0\tb\t2\t2.5\tt\n1\tQ0\tc\t3\t2.5\tt",  # one tab apart, ties by docid ascending
+    "1 Q0 a 1 3 t\n1 Q0 b 2 3 t\n1 Q0 c 3 1 t\n2 Q0 z 1 9 t\n2 Q0 y 2 9 t\n",  # ties only, some in order
+    "1 Q0 doc-long-id-1 1 1.0 t\n1 Q0 doc-long-id-2 2 1.0 t\n",  # docids too long to pack in 8 bytes
+    "1 Q0 a 1 0.0065739506881072884 t\n1 Q0 b 2 1e-3 t\n",  # more than 19 digits, an exponent
+    "1 Q0 a 1 1.0 t\n\n",  # ends in a blank line (the general tokenizer takes it)
 ]
 
 
@@ -98,6 +103,7 @@ def test_vectorised_parse_equals_the_line_reader(tmp_path, text):
     "1 Q0 a one 1.0 t\n",
     "1 Q0 a 1 nan t\n",
     "1 Q0 a 1 1.0 t\n1 Q0 a 2 0.5 t\n",  # a document twice
+    "1 Q0 a 1 1.0 t x\n1 Q0 b 2 1.0 t\n1 Q0 c 3 1.0\n",  # 7, 6 and 5 tokens, single spaces
     "\ufeff1 Q0 a 1 1.0 t\n",  # byte-order mark: the line reader reports the repair
     "1 Q0 \u00e9 1 1.0 t\n",  # non-ASCII
     "",

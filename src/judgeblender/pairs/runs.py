@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from .decimals import parse_decimal_chars
 from .textfile import iter_lines, read_whole
 
 # Files at least this large (on disk) are cached once parsed; smaller ones parse in milliseconds.
@@ -165,26 +166,24 @@ def parse_run_bytes(data: bytes) -> RunColumns | None:
     # Non-ASCII (a byte-order mark, Unicode spaces) or NUL bytes: leave it to the line reader.
     if a.size == 0 or a.max() >= 0x80 or not a.min():
         return None
-    # Tokens are the runs of non-space bytes: [starts[i], ends[i]).
-    edges = np.diff(np.concatenate(([0], (~_ASCII_SPACE[a]).view(np.int8), [0])))
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    # Exactly 6 tokens on every non-blank line: count token starts between newlines.
-    line_end = np.concatenate((np.flatnonzero(a == 10), [a.size]))
-    per_line = np.diff(np.searchsorted(starts, line_end), prepend=0)
-    if not starts.size or not np.all((per_line == 6) | (per_line == 0)):
+    bounds = _six_tokens_per_line(a)
+    if bounds is None:
         return None
-    starts, ends = starts.reshape(-1, 6), ends.reshape(-1, 6)
-    rank_chars = _token_column(a, starts[:, 3], ends[:, 3]).view(np.uint8)
+    starts, ends = bounds
+    longest = int((ends - starts).max())
+    padded = np.concatenate((a, np.zeros(longest, dtype=np.uint8)))  # so every token can be read to `longest`
+    rank_chars = _token_chars(padded, starts[:, 3], ends[:, 3])
     if not np.all((rank_chars == 0) | ((rank_chars >= 48) & (rank_chars <= 57))):
         return None  # a rank that is not all digits (0: the padding of shorter ranks)
-    try:  # numpy parses bytes to float as Python's float() does (correctly rounded)
-        scores = _token_column(a, starts[:, 4], ends[:, 4]).astype(np.float64)
+    try:  # rounded as Python's float() rounds
+        scores = parse_decimal_chars(_token_chars(padded, starts[:, 4], ends[:, 4]))
     except ValueError:
         return None
     if not np.isfinite(scores).all():
         return None
-    qids = _token_column(a, starts[:, 0], ends[:, 0])
-    docs = _token_column(a, starts[:, 2], ends[:, 2])
+    qids = _as_bytes(_token_chars(padded, starts[:, 0], ends[:, 0]))
+    doc_chars = _token_chars(padded, starts[:, 2], ends[:, 2])
+    docs = np.ascontiguousarray(doc_chars.T, dtype=np.uint32).view(f"U{doc_chars.shape[0]}").ravel()
     n = len(qids)
     # Queries in order of first appearance (a query may come back in a later block of lines).
     bounds = [0, *(np.flatnonzero(qids[1:] != qids[:-1]) + 1).tolist(), n]
@@ -193,27 +192,92 @@ def parse_run_bytes(data: bytes) -> RunColumns | None:
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         g[lo:hi] = group_of.setdefault(qids[lo].decode("ascii"), len(group_of))
     # d_inv orders docids as Python compares them (ASCII: bytes and text sort alike)
-    ud, d_inv = np.unique(docs, return_inverse=True)
-    if np.bincount(g * len(ud) + d_inv).max() > 1:
+    n_docs, d_inv = _doc_codes(doc_chars)
+    if np.bincount(g * n_docs + d_inv).max() > 1:
         return None  # a document twice in a query: the line reader names it
-    same = g[1:] == g[:-1]
-    in_order = bool(np.all(g[1:] >= g[:-1])) and bool(np.all(
-        ~same | (scores[1:] < scores[:-1]) | ((scores[1:] == scores[:-1]) & (d_inv[1:] < d_inv[:-1]))))
-    if not in_order:
-        order = np.lexsort((-d_inv, -scores, g))  # by query, then score descending, then docid descending
+    order = _trec_eval_order(g, scores, d_inv)
+    if order is not None:
         g, docs, scores = g[order], docs[order], scores[order]
     offsets = np.zeros(len(group_of) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum(np.bincount(g, minlength=len(group_of)))
-    return RunColumns(list(group_of), offsets, docs.astype(str), scores)
+    return RunColumns(list(group_of), offsets, docs, scores)
 
 
-def _token_column(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """The tokens a[starts[i]:ends[i]] as one numpy bytes array ("S", zero-padded)."""
-    width = int((ends - starts).max())
-    offsets = np.arange(width)
-    index = np.minimum(starts[:, None] + offsets, a.size - 1)
-    chars = np.where(offsets < (ends - starts)[:, None], a[index], 0).astype(np.uint8)
-    return np.ascontiguousarray(chars).view(f"S{width}").ravel()
+def _doc_codes(chars: np.ndarray) -> tuple[int, np.ndarray]:
+    """How many distinct docids, and each row's docid as a number that sorts as the docid does
+    (docids given as _token_chars gives them)."""
+    width = chars.shape[0]
+    if width <= 8:  # as big-endian integers (zero-padded): sorting numbers is far quicker than bytes
+        keys = np.zeros(chars.shape[1], dtype=np.uint64)
+        for j in range(width):
+            keys |= chars[j].astype(np.uint64) << np.uint64(8 * (7 - j))
+    else:
+        keys = _as_bytes(chars)
+    unique, inverse = np.unique(keys, return_inverse=True)
+    return len(unique), inverse
+
+
+def _trec_eval_order(g: np.ndarray, scores: np.ndarray, d_inv: np.ndarray) -> np.ndarray | None:
+    """The permutation that puts rows in trec_eval's order (query, score descending, docid
+    descending), or None when they are in it already."""
+    same = g[1:] == g[:-1]
+    grouped = bool(np.all(g[1:] >= g[:-1]))
+    descending = grouped and bool(np.all(~same | (scores[1:] <= scores[:-1])))
+    tied = same & (scores[1:] == scores[:-1])
+    if descending and bool(np.all(~tied | (d_inv[1:] < d_inv[:-1]))):
+        return None
+    if not descending:
+        return np.lexsort((-d_inv, -scores, g))
+    # Only ties are out of order (runs often list them by docid ascending): sort inside each tie.
+    in_tie = np.zeros(len(g), dtype=bool)
+    in_tie[:-1] |= tied
+    in_tie[1:] |= tied
+    rows = np.flatnonzero(in_tie)
+    tie_id = np.cumsum(np.concatenate(([True], ~tied)))[rows]
+    order = np.arange(len(g))
+    order[rows] = rows[np.lexsort((-d_inv[rows], tie_id))]
+    return order
+
+
+def _six_tokens_per_line(a: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """[starts, ends) of the tokens as (lines x 6) arrays, or None unless every non-blank line
+    has exactly 6 tokens."""
+    # The usual file first: one tab or space between columns, "\n" after each line.
+    delims = np.flatnonzero(a <= 32)
+    if a[-1] != 10:
+        delims = np.append(delims, a.size)  # no newline after the last line
+    if delims.size and delims.size % 6 == 0 and delims[0] > 0 and np.all(np.diff(delims) > 1):
+        d = delims.reshape(-1, 6)
+        seps = a[d[:, :5]]
+        if np.all((seps == 9) | (seps == 32)) and np.all(a[d[:-1, 5]] == 10):
+            ends = d
+            starts = np.empty_like(d)
+            starts[0, 0], starts.flat[1:] = 0, d.ravel()[:-1] + 1
+            return starts, ends
+    # Any other whitespace: tokens are the runs of non-space bytes.
+    edges = np.diff(np.concatenate(([0], (~_ASCII_SPACE[a]).view(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    line_end = np.concatenate((np.flatnonzero(a == 10), [a.size]))
+    per_line = np.diff(np.searchsorted(starts, line_end), prepend=0)
+    if not starts.size or not np.all((per_line == 6) | (per_line == 0)):
+        return None
+    return starts.reshape(-1, 6), ends.reshape(-1, 6)
+
+
+def _token_chars(padded: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The tokens padded[starts[i]:ends[i]] as a (width x tokens) uint8 array, 0 past each
+    token's end. Built a character position at a time: 1-D gathers beat one 2-D index here."""
+    lengths = ends - starts
+    width = int(lengths.max())
+    out = np.empty((width, len(starts)), dtype=np.uint8)
+    for j in range(width):
+        np.multiply(padded[starts + j], lengths > j, out=out[j])
+    return out
+
+
+def _as_bytes(chars: np.ndarray) -> np.ndarray:
+    """A (width x tokens) array from _token_chars as one numpy bytes ("S") array."""
+    return np.ascontiguousarray(chars.T).view(f"S{chars.shape[0]}").ravel()
 
 
 # --- parse cache ------------------------------------------------------------------------------
