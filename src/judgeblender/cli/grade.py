@@ -11,7 +11,6 @@ agree (Krippendorff's alpha, interval level, over the items each pair of members
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import statistics
@@ -22,6 +21,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
+from .. import asyncrun
 from ..errors import InputError, JudgeblenderError
 from ..judges import JudgeSpec
 from ..jury import ItemResult, Jury, JuryRun
@@ -195,7 +195,7 @@ def register(app: typer.Typer) -> None:
             jury = Jury(specs, pooling=pooling, threshold=threshold, trim=trim, tie=tie, min_votes=min_votes,
                         store=store)
             with RichReporter(progress) as reporter:
-                run = asyncio.run(jury.arun(items, reporter))
+                run = asyncrun.run(jury.arun(items, reporter))
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("w", encoding="utf-8") as f:
             for result in run.results:

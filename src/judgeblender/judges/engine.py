@@ -16,6 +16,7 @@ from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from .. import asyncrun
 from ..backends.base import CallRequest, CallResult, LogprobsUnsupported, Message
 from ..errors import BackendError, JudgeblenderError, MissingItemsError
 from ..pairs import Pair
@@ -152,34 +153,43 @@ async def _run_calls(
     judge: Judge, requests: list[tuple[_PairState, Step, CallRequest]], store: CallStore | None,
     reporter: Reporter, stats: JudgeStats,
 ) -> list[tuple[_PairState, StepOutcome | None, str | None]]:
-    """Answer each request from the store or the model. Returns (state, outcome, backend error)."""
+    """Answer each request from the store or the model. Returns (state, outcome, backend error).
+
+    A fixed pool of workers (the backend's concurrency) takes the requests in prompt order; each
+    keys and looks up its request in the store only when it takes it, so the first calls go out
+    at once and the keying overlaps the calls in flight."""
     identity = judge.backend.identity()
     scale = judge.template.scale
     results: dict[int, tuple[StepOutcome | None, str | None]] = {}
-    misses: list[int] = []
-    keys = [call_key(identity, req) for _, _, req in requests] if store else []
-    for i, (_, step, req) in enumerate(requests):
-        hit = store.get(keys[i]) if store else None
-        if hit is None:
-            misses.append(i)
-            continue
-        outcome = interpret(step, scale, req, hit.result, judge.template.score_range)
-        outcome.cached, outcome.attempt = True, req.seed - judge.spec.seed
-        results[i] = (outcome, None)
-        stats.cache_hits += 1
-        stats.invalid_outputs += outcome.value is None
     # Sorting by prompt text puts prompts with long common prefixes next to each other.
-    misses.sort(key=lambda i: [m.content for m in requests[i][2].messages])
+    order = sorted(range(len(requests)), key=lambda i: [m.content for m in requests[i][2].messages])
+    todo = iter(order)  # shared by the workers: each request goes to exactly one
     writer = _GroupCommit(store) if store else None
-    sem = asyncio.Semaphore(max(1, judge.backend.max_concurrency))
-    reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(misses))
+    reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(requests))
     no_logprobs: list[LogprobsUnsupported] = []
 
-    async def call(i: int) -> None:
+    def outcome_of(i: int, result: CallResult, cached: bool) -> StepOutcome:
         _, step, req = requests[i]
-        async with sem:
+        outcome = interpret(step, scale, req, result, judge.template.score_range)
+        outcome.cached, outcome.attempt = cached, req.seed - judge.spec.seed
+        return outcome
+
+    def count(i: int, outcome: StepOutcome) -> None:
+        stats.invalid_outputs += outcome.value is None
+        results[i] = (outcome, None)
+        reporter.advance(outcome.value is None)
+
+    async def worker() -> None:
+        for i in todo:
             if no_logprobs:  # the server said it cannot score: issue no more such calls
                 return
+            req = requests[i][2]
+            key = call_key(identity, req) if store else ""
+            hit = store.get(key) if store else None
+            if hit is not None:
+                stats.cache_hits += 1
+                count(i, outcome_of(i, hit.result, cached=True))
+                continue
             try:
                 result = await judge.backend.aexecute(req)
             except LogprobsUnsupported as exc:
@@ -188,19 +198,16 @@ async def _run_calls(
             except BackendError as exc:
                 results[i] = (None, str(exc))
                 reporter.advance(True)
-                return
-        outcome = interpret(step, scale, req, result, judge.template.score_range)
-        outcome.attempt = req.seed - judge.spec.seed
-        if writer:
-            parsed = {"value": outcome.value, "invalid_reason": outcome.invalid_reason}
-            await writer.put((keys[i], judge.backend.kind, identity, req, result, parsed))
-        stats.calls_made += 1
-        stats.invalid_outputs += outcome.value is None
-        results[i] = (outcome, None)
-        reporter.advance(outcome.value is None)
+                continue
+            outcome = outcome_of(i, result, cached=False)
+            if writer:  # in the store before it counts
+                parsed = {"value": outcome.value, "invalid_reason": outcome.invalid_reason}
+                await writer.put((key, judge.backend.kind, identity, req, result, parsed))
+            stats.calls_made += 1
+            count(i, outcome)
 
     try:
-        await asyncio.gather(*(call(i) for i in misses))
+        await asyncio.gather(*(worker() for _ in range(min(max(1, judge.backend.max_concurrency), len(order)))))
     finally:
         reporter.end_wave()
     if no_logprobs:
@@ -387,7 +394,7 @@ def run_then_close(judges: Iterable[Any], work: Coroutine[Any, Any, T]) -> T:
                 if aclose is not None:
                     await aclose()
 
-    return asyncio.run(main())
+    return asyncrun.run(main())
 
 
 def summary_rows(run: JudgeRun) -> list[dict[str, Any]]:

@@ -13,12 +13,12 @@ overwrite) and a judge whose verdict is invalid abstains with its reason.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import asyncrun
 from ..errors import InputError, JudgeblenderError
 from ..judges import Judge, JudgeSpec, build_judge
 from ..judges.engine import JudgeStats, Reporter, SilentReporter, _run_judge
@@ -108,7 +108,7 @@ class Jury:
         return (await self.arun(items)).results
 
     def score(self, items: Sequence[dict[str, Any]]) -> list[ItemResult]:
-        return asyncio.run(self.ascore(items))
+        return asyncrun.run(self.ascore(items))
 
     def close(self) -> None:
         for judge in self.judges:
