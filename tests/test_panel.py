@@ -58,17 +58,23 @@ def test_panel_file(tmp_path):
 
 
 @pytest.mark.parametrize("body,expected", [
-    ('[[judges]]\nmodel = "llamacpp:default"\nprompt = "nonexistent"\n', "judge 1: a known prompt"),
-    ('[[judges]]\nmodel = "gpt4"\n', "judge 1: a model string PREFIX:MODEL"),
-    ('[[judges]]\nmodel = "llamacpp:default"\ntemperature = 1\n', "judge 1: only the keys"),
-    ('name = "x"\n', "at least one [[judges]] table"),
+    ('[[judges]]\nmodel = "llamacpp:default"\nprompt = "nonexistent"\n', "bad.toml:3: expected judge 1: a known prompt"),
+    ('[[judges]]\nmodel = "gpt4"\n', "bad.toml:2: expected judge 1: a model string PREFIX:MODEL"),
+    ('[[judges]]\nmodel = "llamacpp:default"\n\n[[judges]]\nmodel = "llamacpp:default"\ntemperature = 1\n',
+     "bad.toml:6: expected judge 2: only the keys"),
+    ('judges = [{model = "gpt4"}]\n', "bad.toml: expected judge 1: a model string"),  # inline: no line to name
+    ('name = "x"\n', "bad.toml: expected at least one [[judges]] table"),
+    ('name = "x"\nblender = "mv"\n[[judges]]\nmodel = "llamacpp:default"\n', "bad.toml:2: expected only the keys"),
+    ('[aggregator]\nmethod = "mv"\n  tie_rule = "avg"\n[[judges]]\nmodel = "llamacpp:default"\n',
+     "bad.toml:3: expected [aggregator]: only the keys"),
+    ('[[judges]\nmodel = 1\n', "bad.toml:1: expected valid TOML"),
 ])
-def test_bad_panel_files_name_file_and_problem(tmp_path, body, expected):
+def test_bad_panel_files_name_file_line_and_problem(tmp_path, body, expected):
     path = tmp_path / "bad.toml"
     path.write_text(body)
     with pytest.raises(InputError) as err:
         load_panel(path, "generate", {})
-    assert str(path) in str(err.value) and expected in str(err.value)
+    assert str(err.value).startswith(str(path.parent) + "/") and expected in str(err.value)
 
 
 def test_unknown_aggregator_fails_before_any_judging(tmp_path):

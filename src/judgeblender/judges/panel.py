@@ -21,6 +21,7 @@ two-step), `llmblender` (three models, each with its own prompt), `umbrela` (one
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,32 @@ JUDGE_KEYS = {"model", "prompt", "mode", "weight", "id", "options"}
 AGGREGATOR_KEYS = {"method", "tie", "seed", "thresholds"}
 
 
+class _TomlLines:
+    """Where things stand in a TOML file's text, for errors: tomllib gives values, not lines."""
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+
+    def table(self, name: str, n: int = 1) -> int | None:
+        """Line of the n-th `[name]` or `[[name]]` header (None when the table is written inline)."""
+        header = re.compile(rf"\s*\[\[?\s*{re.escape(name)}\s*\]\]?\s*(#.*)?$")
+        found = [i for i, line in enumerate(self.lines, start=1) if header.match(line)]
+        return found[n - 1] if len(found) >= n else None
+
+    def key(self, key: str, table_line: int | None = 0) -> int | None:
+        """Line of `key = ...` in the table whose header is at table_line (0: the top level), else
+        the header's line."""
+        if table_line is None:
+            return None
+        assignment = re.compile(rf"\s*(\"{re.escape(key)}\"|'{re.escape(key)}'|{re.escape(key)})\s*=")
+        for i in range(table_line, len(self.lines)):
+            if self.lines[i].lstrip().startswith("["):
+                break
+            if assignment.match(self.lines[i]):
+                return i + 1
+        return table_line or None
+
+
 def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
     """Read and check a panel file: unknown keys, prompts or model prefixes are errors naming it."""
     from ..backends.registry import known_prefixes
@@ -110,14 +137,19 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
 
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
     except FileNotFoundError:
         raise InputError(path, None, "a panel file", "no such file") from None
     except tomllib.TOMLDecodeError as exc:
-        raise InputError(path, getattr(exc, "lineno", None), "valid TOML", str(exc)) from None
-    unknown = set(data) - PANEL_KEYS
+        at = re.search(r"at line (\d+)", str(exc))  # tomllib has `lineno` only from Python 3.14
+        raise InputError(path, getattr(exc, "lineno", None) or (int(at.group(1)) if at else None), "valid TOML",
+                         str(exc)) from None
+    where_is = _TomlLines(text)
+    unknown = sorted(set(data) - PANEL_KEYS)
     if unknown:
-        raise InputError(path, None, f"only the keys {sorted(PANEL_KEYS)}", ", ".join(sorted(unknown)))
+        line = where_is.key(unknown[0]) or where_is.table(unknown[0])
+        raise InputError(path, line, f"only the keys {sorted(PANEL_KEYS)}", ", ".join(unknown))
     judges = data.get("judges")
     if not isinstance(judges, list) or not judges:
         raise InputError(path, None, "at least one [[judges]] table")
@@ -125,27 +157,31 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
     specs = []
     for n, j in enumerate(judges, start=1):
         where = f"judge {n}"
-        bad = set(j) - JUDGE_KEYS
+        header = where_is.table("judges", n)
+        bad = sorted(set(j) - JUDGE_KEYS)
         if bad:
-            raise InputError(path, None, f"{where}: only the keys {sorted(JUDGE_KEYS)}", ", ".join(sorted(bad)))
+            raise InputError(path, where_is.key(bad[0], header), f"{where}: only the keys {sorted(JUDGE_KEYS)}",
+                             ", ".join(bad))
         model = j.get("model")
         if not isinstance(model, str) or model.partition(":")[0] not in prefixes or ":" not in model:
-            raise InputError(path, None, f"{where}: a model string PREFIX:MODEL with PREFIX in {sorted(prefixes)}",
-                             str(model))
+            raise InputError(path, where_is.key("model", header),
+                             f"{where}: a model string PREFIX:MODEL with PREFIX in {sorted(prefixes)}", str(model))
         prompt = j.get("prompt", "umbrela")
         if not model.startswith(tuple(f"{p}:" for p in PAIR_JUDGES)):
             try:
                 get_template(prompt)
             except TemplateError as exc:
-                raise InputError(path, None, f"{where}: a known prompt", f"{prompt} ({exc})") from None
+                raise InputError(path, where_is.key("prompt", header), f"{where}: a known prompt",
+                                 f"{prompt} ({exc})") from None
         specs.append(JudgeSpec(model=model, prompt=prompt, mode=j.get("mode", mode),
                                options={**options, **j.get("options", {})}, weight=float(j.get("weight", 1.0)),
                                id=j.get("id"), **spec_kw))
     _assign_ids(specs)
     agg = data.get("aggregator", {})
-    bad = set(agg) - AGGREGATOR_KEYS
+    bad = sorted(set(agg) - AGGREGATOR_KEYS)
     if bad:
-        raise InputError(path, None, f"[aggregator]: only the keys {sorted(AGGREGATOR_KEYS)}", ", ".join(sorted(bad)))
+        raise InputError(path, where_is.key(bad[0], where_is.table("aggregator")),
+                         f"[aggregator]: only the keys {sorted(AGGREGATOR_KEYS)}", ", ".join(bad))
     panel = Panel(name=data.get("name", path.stem), judges=specs, method=agg.get("method", "mv"),
                   tie=agg.get("tie", "avg"), seed=int(agg.get("seed", 0)), thresholds=agg.get("thresholds"),
                   source=str(path))
