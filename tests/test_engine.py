@@ -119,6 +119,34 @@ def test_second_run_makes_no_calls(tmp_path, data):
     assert run.stats[make_judge(backend).id].cache_hits == 4
 
 
+class RecordingReporter:
+    def __init__(self):
+        self.events = []
+
+    def wave(self, label, total):
+        self.events.append(("wave", total))
+
+    def advance(self, invalid):
+        self.events.append(("call", invalid))
+
+    def answered_from_store(self):
+        self.events.append(("stored",))
+
+    def end_wave(self):
+        self.events.append(("end",))
+
+
+def test_progress_counts_calls_and_drops_stored_answers_from_the_total(tmp_path, data):
+    backend = ScriptedBackend(default="##final score: 1")
+    with CallStore(tmp_path / "s.sqlite") as store:
+        judge_pairs([make_judge(backend)], PAIRS[:3], *data, store=store)  # 3 of the 4 stored
+        reporter = RecordingReporter()
+        judge_pairs([make_judge(backend)], PAIRS, *data, store=store, reporter=reporter)
+    events = reporter.events
+    assert events[0] == ("wave", 4) and events[-1] == ("end",)
+    assert sorted(events[1:-1]) == [("call", False), ("stored",), ("stored",), ("stored",)]
+
+
 def test_missing_passages_are_an_error_unless_skipped(data):
     queries, corpus = data
     pairs = PAIRS + [Pair("q1", "nope"), Pair("q9", "d1")]

@@ -45,5 +45,9 @@ class RichReporter:
         rate = f"{speed:.2f}/s" if speed else ""
         self.progress.update(self.task, advance=1, invalid=self.invalid, rate=rate)
 
+    def answered_from_store(self) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, total=max(0, (self.progress.tasks[-1].total or 0) - 1))
+
     def end_wave(self) -> None:
         self.task = None

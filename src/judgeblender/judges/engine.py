@@ -35,6 +35,7 @@ RETRY_TEMPERATURE = 0.5  # a retry of an invalid answer samples, else it would r
 class Reporter(Protocol):
     def wave(self, label: str, total: int) -> None: ...
     def advance(self, invalid: bool) -> None: ...
+    def answered_from_store(self) -> None: ...  # one request fewer to make in this wave
     def end_wave(self) -> None: ...
 
 
@@ -54,6 +55,9 @@ class SilentReporter:
         pass
 
     def advance(self, invalid: bool) -> None:
+        pass
+
+    def answered_from_store(self) -> None:
         pass
 
     def end_wave(self) -> None:
@@ -157,7 +161,8 @@ async def _run_calls(
 
     A fixed pool of workers (the backend's concurrency) takes the requests in prompt order; each
     keys and looks up its request in the store only when it takes it, so the first calls go out
-    at once and the keying overlaps the calls in flight."""
+    at once and the keying overlaps the calls in flight. The reporter's wave starts at every
+    request and drops those the store answers, so its rate and ETA are the model's."""
     identity = judge.backend.identity()
     scale = judge.template.scale
     results: dict[int, tuple[StepOutcome | None, str | None]] = {}
@@ -177,7 +182,6 @@ async def _run_calls(
     def count(i: int, outcome: StepOutcome) -> None:
         stats.invalid_outputs += outcome.value is None
         results[i] = (outcome, None)
-        reporter.advance(outcome.value is None)
 
     async def worker() -> None:
         for i in todo:
@@ -189,6 +193,7 @@ async def _run_calls(
             if hit is not None:
                 stats.cache_hits += 1
                 count(i, outcome_of(i, hit.result, cached=True))
+                reporter.answered_from_store()
                 continue
             try:
                 result = await judge.backend.aexecute(req)
@@ -205,6 +210,7 @@ async def _run_calls(
                 await writer.put((key, judge.backend.kind, identity, req, result, parsed))
             stats.calls_made += 1
             count(i, outcome)
+            reporter.advance(outcome.value is None)
 
     try:
         await asyncio.gather(*(worker() for _ in range(min(max(1, judge.backend.max_concurrency), len(order)))))
