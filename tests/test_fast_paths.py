@@ -97,6 +97,44 @@ def test_vectorised_parse_equals_the_line_reader(tmp_path, text):
     assert columns.ranking() == _read_lines(path)
 
 
+def _score_text(rng: random.Random) -> str:
+    """Scores as run files write them: Python reprs, fixed decimals, integers, exponents."""
+    x = rng.uniform(-50, 50) * 10 ** rng.randint(-6, 3)
+    form = rng.randint(0, 5)
+    if form == 0:
+        return repr(x)
+    if form == 1:
+        return f"{x:.{rng.randint(0, 20)}f}"
+    if form == 2:
+        return str(rng.randint(-10**rng.randint(1, 19), 10**rng.randint(1, 19)))
+    if form == 3:
+        return f"{x:.{rng.randint(1, 17)}e}"
+    if form == 4:
+        return rng.choice(["1.0", "1", "1.00", "+1", "-0.0", "0"])  # ties written differently
+    return f"{rng.choice(['', '+', '-'])}{rng.randint(0, 99)}.{rng.randint(0, 10**19):019d}"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_run_files_parse_exactly_as_the_line_reader(tmp_path, seed):
+    rng = random.Random(seed)
+    ids = [rng.choice(["", "D", "doc-"]) + str(rng.randint(0, 10**rng.randint(1, 10))) for _ in range(300)]
+    sep = rng.choice([" ", "\t", "mixed"])
+    lines = []
+    for q in rng.sample(["1", "2", "q3", "1040", "7"], 3):
+        for rank, d in enumerate(dict.fromkeys(rng.sample(ids, 60)), start=1):
+            cols = [q, "Q0", d, str(rank), _score_text(rng), "run"]
+            lines.append(("\t".join(cols) if sep == "\t" else " ".join(cols)) if sep != "mixed"
+                         else "".join(c + rng.choice([" ", "\t"]) for c in cols).rstrip())
+    if rng.random() < 0.5:
+        rng.shuffle(lines)
+    text = "\n".join(lines) + rng.choice(["\n", ""])
+    path = tmp_path / "r.run"
+    path.write_text(text)
+    columns = parse_run_bytes(text.encode())
+    assert columns is not None
+    assert columns.ranking() == _read_lines(path)
+
+
 @pytest.mark.parametrize("text", [
     "1 Q0 a 1 1.0\n",  # 5 columns
     "1 Q0 a 1 1.0 t x\n1 Q0 b 2 1.0\n",  # 7 then 5: the right token count, wrong lines
