@@ -111,15 +111,15 @@ CASES = [
          command=["agree", "{pred.qrels}", "--gold", "{gold.qrels}"]),
     Case("prediction-non-integer-label", {"pred.qrels": "q1 0 d1 1.\n"}, 1, "an integer label in column 4",
          command=["agree", "{pred.qrels}", "--gold", "{gold.qrels}"]),
-    # --- panel files (TOML: the judge is named, TOML keeps no line numbers for values) ---
-    Case("panel-unknown-prompt", {"panel.toml": PANEL.replace("{prompt}", "no-such-prompt")}, None,
+    # --- panel files (TOML: the judge and the line of the key at fault) ----------------------
+    Case("panel-unknown-prompt", {"panel.toml": PANEL.replace("{prompt}", "no-such-prompt")}, 3,
          "judge 1: a known prompt", command=["judge", "-q", "{queries.tsv}", "-c", "{corpus.jsonl}", "-p", "{pairs.tsv}",
                                              "-o", "{tmp}/o.qrels", "--panel", "{panel.toml}", "--store", "{tmp}/s.sqlite"]),
     Case("panel-unknown-model-prefix", {"panel.toml": PANEL.replace("scripted:{model}", "nosuch:model")
-                                        .replace("{prompt}", "umbrela")}, None, "judge 1: a model string PREFIX:MODEL",
+                                        .replace("{prompt}", "umbrela")}, 2, "judge 1: a model string PREFIX:MODEL",
          command=["judge", "-q", "{queries.tsv}", "-c", "{corpus.jsonl}", "-p", "{pairs.tsv}", "-o", "{tmp}/o.qrels",
                   "--panel", "{panel.toml}", "--store", "{tmp}/s.sqlite"]),
-    Case("panel-not-toml", {"panel.toml": "[[judges]]\nmodel = \n"}, None, "valid TOML",
+    Case("panel-not-toml", {"panel.toml": "[[judges]]\nmodel = \n"}, 2, "valid TOML",
          command=["judge", "-q", "{queries.tsv}", "-c", "{corpus.jsonl}", "-p", "{pairs.tsv}", "-o", "{tmp}/o.qrels",
                   "--panel", "{panel.toml}", "--store", "{tmp}/s.sqlite"]),
     # --- documented repairs: the job runs, and says what it fixed ------------------------
