@@ -1,5 +1,7 @@
 """The judging engine with a scripted model: steps, invalid answers, stores, fallbacks."""
 
+import asyncio
+
 import pytest
 
 from judgeblender.backends.scripted import ScriptedBackend
@@ -145,6 +147,39 @@ def test_progress_counts_calls_and_drops_stored_answers_from_the_total(tmp_path,
     events = reporter.events
     assert events[0] == ("wave", 4) and events[-1] == ("end",)
     assert sorted(events[1:-1]) == [("call", False), ("stored",), ("stored",), ("stored",)]
+
+
+class CountingBackend(ScriptedBackend):
+    """Answers after a short sleep on the event loop and records how many calls overlap."""
+
+    def __init__(self, concurrency):
+        super().__init__(default="##final score: 2", concurrency=concurrency)
+        self.in_flight = self.most_in_flight = 0
+
+    async def aexecute(self, request):
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)
+            return self.execute(request)
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_calls_keep_the_backends_concurrency_busy_and_never_exceed_it(data, concurrency):
+    backend = CountingBackend(concurrency)
+    pairs = PAIRS + PAIRS  # a pair listed twice is judged once
+    run = judge_pairs([make_judge(backend)], pairs, *data)
+    assert run.stats[make_judge(backend).id].judged == 4
+    assert backend.most_in_flight == concurrency
+
+
+def test_calls_go_out_in_prompt_order_so_neighbours_share_prefixes(data):
+    backend = ScriptedBackend(default="##final score: 1")
+    judge_pairs([make_judge(backend)], list(reversed(PAIRS)), *data)
+    prompts = ["\n".join(m.content for m in call.messages) for call in backend.calls]
+    assert len(prompts) == 4 and prompts == sorted(prompts)
 
 
 def test_missing_passages_are_an_error_unless_skipped(data):
