@@ -255,8 +255,8 @@ class ScorerJudge(ABC):
             stats.truncated += cut is not None
             stats.judged += 1
             judgments[pair] = j
-            if store:
-                store.put_judgment(self.id, pair.qid, pair.docid, j.record())
+        if store:  # one transaction for the judge, as the LLM judges' are written
+            store.put_judgments(self.id, ((p.qid, p.docid, j.record()) for p, j in judgments.items()))
         stats.seconds = time.perf_counter() - started
         return judgments, stats
 

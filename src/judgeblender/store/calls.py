@@ -142,6 +142,7 @@ class CallStore:
         """Record finished calls (key, backend, identity, request, result, parsed) in one
         transaction; committed before this returns."""
         rows = []
+        now = _now()  # one transaction, one time
         for key, backend, identity, request, result, parsed in calls:
             req = request.key_fields()
             if self.redact_passages:
@@ -150,7 +151,7 @@ class CallStore:
                 key, backend, str(identity.get("model", "")), canonical_json(identity), canonical_json(req),
                 result.text, canonical_json(parsed) if parsed is not None else None,
                 canonical_json(result.probs) if result.probs is not None else None,
-                result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, _now(),
+                result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, now,
                 canonical_json(result.extra) if result.extra else None,
             ))
         self._insert_many("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
@@ -195,9 +196,6 @@ class CallStore:
         }
 
     # -- judgments ---------------------------------------------------------------------
-    def put_judgment(self, judge_id: str, qid: str, docid: str, record: dict[str, Any]) -> None:
-        self.put_judgments(judge_id, [(qid, docid, record)])
-
     def put_judgments(self, judge_id: str, records: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
         """Record a judge's judgments in one transaction (they are derived from stored calls, so
         a crash before the commit loses nothing a re-run cannot rebuild without a call)."""
