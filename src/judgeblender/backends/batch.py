@@ -27,7 +27,7 @@ from ..errors import BackendError, JudgeblenderError
 from ..pairs.textfile import atomic_write_text
 from ..store import call_key
 from .base import Backend, CallRequest, CallResult
-from .openai_compat import OpenAICompatBackend, batch_result, build_chat_body, read_batch_lines
+from .openai_compat import OpenAICompatBackend, batch_request_line, batch_result, read_batch_lines
 
 QUEUED = "queued for the Batch API (run again with --batch-read once its results are back)"
 
@@ -40,9 +40,8 @@ class BatchRequests:
         self.path = Path(path)
         self.lines: dict[str, dict[str, dict[str, Any]]] = {}  # model -> custom_id -> line
 
-    def add(self, model: str, custom_id: str, body: dict[str, Any]) -> None:
-        self.lines.setdefault(model, {})[custom_id] = {
-            "custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+    def add(self, model: str, line: dict[str, Any]) -> None:
+        self.lines.setdefault(model, {})[line["custom_id"]] = line
 
     def files(self) -> dict[str, Path]:
         """model -> the file its requests go to: the path given, or with the model in its name
@@ -108,10 +107,9 @@ class BatchBackend(Backend):
             result.extra["batch"] = True
             return result
         assert self._queue is not None  # _from_files is called only with a result or a queue
-        body, extra = build_chat_body(request, self.inner.model, top_logprobs=self.inner.top_logprobs,
-                                      answer_prefix_mode=self.inner.answer_prefix_mode,
-                                      max_tokens_param=self.inner.max_tokens_param)
-        self._queue.add(self.inner.model, key, {**body, **extra})
+        self._queue.add(self.inner.model, batch_request_line(
+            key, request, self.inner.model, top_logprobs=self.inner.top_logprobs,
+            answer_prefix_mode=self.inner.answer_prefix_mode, max_tokens_param=self.inner.max_tokens_param))
         raise BackendError(QUEUED)
 
     async def aclose(self) -> None:

@@ -45,6 +45,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import BackendError, InputError
+from ..pairs.textfile import atomic_write_text
 from .base import Backend, CallRequest, CallResult, LogprobsUnsupported, normalise_choice_probs
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ __all__ = [
     "read_batch_results",
     "read_batch_lines",
     "batch_result",
+    "batch_request_line",
 ]
 
 T = TypeVar("T")
@@ -811,13 +813,20 @@ def write_batch_file(
         if custom_id in seen:
             raise BackendError(f"batch custom_id {custom_id!r} appears twice")
         seen.add(custom_id)
-        body, extra = build_chat_body(
-            request, model, top_logprobs=top_logprobs, answer_prefix_mode=answer_prefix_mode, max_tokens_param=max_tokens_param
-        )
-        line = {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": {**body, **extra}}
+        line = batch_request_line(custom_id, request, model, top_logprobs=top_logprobs,
+                                  answer_prefix_mode=answer_prefix_mode, max_tokens_param=max_tokens_param)
         lines.append(json.dumps(line, ensure_ascii=False))
-    Path(path).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
     return len(lines)
+
+
+def batch_request_line(custom_id: str, request: CallRequest, model: str, *, top_logprobs: int = 20,
+                       answer_prefix_mode: AnswerPrefixMode = "instruct",
+                       max_tokens_param: str = "max_tokens") -> dict[str, Any]:
+    """One Batch API request line: the body exactly as the live backend would post it."""
+    body, extra = build_chat_body(request, model, top_logprobs=top_logprobs, answer_prefix_mode=answer_prefix_mode,
+                                  max_tokens_param=max_tokens_param)
+    return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": {**body, **extra}}
 
 
 def read_batch_results(
