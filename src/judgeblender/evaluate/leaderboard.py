@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import JudgeblenderError
 from ..pairs.qrels import Qrels
-from ..pairs.runs import Run
+from ..pairs.runs import Run, pack_ids
 from .agreement import json_ready
 
 DEFAULT_MEASURES = ("nDCG@10", "AP(rel=2)")
@@ -158,7 +158,7 @@ class _RankMatrix:
         self.row_query = np.tile(np.arange(n_q), len(runset.runs))
         self._docs, self._scores, self._rows = docs, scores, rows
         all_docs = np.concatenate(docs) if docs else np.array([], dtype=str)
-        packed, packable = _pack_ids(all_docs)
+        packed, packable = pack_ids(all_docs)
         self.packed = bool(packable.all())
         # codes number the distinct docids in sorted order (so comparing codes compares docids)
         self.vocab, codes = np.unique(packed if self.packed else all_docs, return_inverse=True)
@@ -202,7 +202,7 @@ class _RankMatrix:
             values = np.array([j[2] for j in judged], dtype=np.int8)
             can_match = np.ones(len(names), dtype=bool)
             if self.packed:
-                names, can_match = _pack_ids(names)  # a docid that cannot be packed matches no run docid
+                names, can_match = pack_ids(names)  # a docid that cannot be packed matches no run docid
             pos = np.minimum(np.searchsorted(self.vocab, names), n_vocab - 1)
             hit = (self.vocab[pos] == names) & can_match
             table[qi[hit] * n_vocab + pos[hit]] = values[hit]
@@ -226,23 +226,6 @@ class _RankMatrix:
         while end < len(s32) and s32[end] == s32[k - 1]:
             end += 1
         return list(zip(self._docs[i][:end].tolist(), self._scores[i][:end].tolist()))
-
-
-def _pack_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Docids as uint64 numbers that sort as the strings do (big-endian bytes, zero-padded), and
-    which ones could be packed (at most 8 characters, all below U+0100): np.unique on numbers is
-    far quicker than on text."""
-    width = ids.dtype.itemsize // 4
-    out = np.zeros(len(ids), dtype=np.uint64)
-    if width == 0 or not len(ids):
-        return out, np.ones(len(ids), dtype=bool)
-    chars = np.ascontiguousarray(ids).view(np.uint32).reshape(len(ids), width)
-    ok = chars.max(axis=1) <= 0xFF
-    if width > 8:
-        ok &= ~chars[:, 8:].any(axis=1)
-    for i in range(min(width, 8)):
-        out |= chars[:, i].astype(np.uint64) << np.uint64(8 * (7 - i))
-    return out, ok
 
 
 def _fits_int8(qrels: Mapping[str, Mapping[str, int]]) -> bool:
