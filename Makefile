@@ -4,14 +4,25 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXTRAS := local,models,hf,embed,crowd,dev
+# llama.cpp is built for AVX2 (+FMA, F16C), not for the building machine (-march=native): a
+# native build on an AMX machine (Sapphire Rapids) crashed in ggml's AMX matmul, and one build
+# for every x86-64 machine since 2015 gives the same kernels, so the same probabilities, on AVX2
+# and AVX-512 machines alike. The wheel is kept in a folder named by its version and flags
+# (pip's own cache would hand back a wheel built with other flags).
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+LLAMA_WHEELS := $(HOME)/.cache/judgeblender/wheels/llama-cpp-python-$(LLAMA_VERSION)-avx2-fma-f16c-bmi2
 
 .PHONY: install demo test test-fast test-opik browser bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# llama-cpp-python builds llama.cpp from source the first time (about 7 minutes on 2 cores; pip caches the wheel).
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	# llama-cpp-python builds llama.cpp from source the first time (about 7 minutes on 2 cores).
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
+		CMAKE_ARGS="$(LLAMA_CMAKE)" $(PY) -m pip wheel --quiet --no-deps --no-cache-dir \
+		--no-binary llama-cpp-python llama-cpp-python==$(LLAMA_VERSION) -w $(LLAMA_WHEELS)
+	$(PY) -m pip install --quiet --find-links $(LLAMA_WHEELS) -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 install: $(STAMP)

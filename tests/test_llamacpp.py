@@ -6,6 +6,7 @@ from judgeblender.backends.base import CallRequest, Message
 from judgeblender.backends.registry import create_backend
 from judgeblender.judges import Judge, JudgeSpec, judge_pairs
 from judgeblender.pairs import Pair, read_corpus, read_queries
+from judgeblender.store.calls import call_key
 
 pytestmark = pytest.mark.model
 
@@ -36,16 +37,55 @@ def test_generate_is_deterministic(qwen):
     assert first.tokens_in > 20 and 0 < first.tokens_out <= 12
 
 
-def test_logprobs_distribution_is_identical_with_and_without_prefix_reuse(qwen):
-    qwen.execute(CallRequest(PROMPT, **LOGPROBS))  # leaves PROMPT's tokens in the KV cache
-    reused = qwen.execute(CallRequest(OTHER, **LOGPROBS))
-    assert reused.extra["evaluated_tokens"] < reused.tokens_in  # the shared prefix was not re-evaluated
-    qwen.llm.reset()  # empty cache: everything evaluated from scratch
-    fresh = qwen.execute(CallRequest(OTHER, **LOGPROBS))
-    assert fresh.extra["evaluated_tokens"] >= fresh.tokens_in
-    assert sum(fresh.probs.values()) == pytest.approx(1.0)
-    for label in "0123":
-        assert reused.probs[label] == pytest.approx(fresh.probs[label], abs=1e-3)
+INSTRUCTIONS = ("You are a search quality rater. Judge how well the passage answers the query, on the "
+                "TREC scale: 3 = perfectly relevant, the passage is dedicated to the query and contains the "
+                "exact answer; 2 = highly relevant, it has some answer but it may be a bit unclear or hidden "
+                "amongst extraneous information; 1 = related, the passage seems related to the query but does "
+                "not answer it; 0 = irrelevant. Consider the intent of the searcher before you answer.\n")
+PASSAGES = ["Goldfish eat flakes, pellets and peas.", "Paris is the capital of France.",
+            "Goldfish are omnivores: in ponds they eat insects, larvae, algae and plant matter.",
+            "Goldfish memory lasts months, not seconds."]
+
+
+def _long_prompt(query: str, passage: str) -> tuple[Message, ...]:
+    return (Message("user", INSTRUCTIONS + f"Query: {query}\nPassage: {passage}\nAnswer as ##final score: X"),)
+
+
+@pytest.mark.parametrize("space_path", ["separate", "batched"])
+def test_logprobs_are_bit_identical_whatever_was_evaluated_before(space_path):
+    backend = create_backend("llamacpp:default", n_threads=2, space_path=space_path)
+    prompts = [_long_prompt(q, p) for q in ("what do goldfish eat", "what do goldfish eat in ponds")
+               for p in PASSAGES]
+    fresh = {}
+    for prompt in prompts:  # each from an empty cache
+        backend.llm.reset()
+        result = backend.execute(CallRequest(prompt, **LOGPROBS))
+        assert result.extra["evaluated_tokens"] >= result.tokens_in
+        fresh[prompt] = result.probs
+    reused = 0
+    for order in (prompts, prompts[::-1], prompts[1::2] + prompts[::2]):
+        for prompt in order:
+            result = backend.execute(CallRequest(prompt, **LOGPROBS))
+            reused += result.extra["evaluated_tokens"] < result.tokens_in
+            assert result.probs == fresh[prompt]  # exact: the same bits, not approximately
+    assert reused >= 6  # the shared instructions and query really came from the cache
+
+
+def test_generate_gives_the_same_text_whatever_was_evaluated_before(qwen):
+    prompts = [_long_prompt("what do goldfish eat", p) for p in PASSAGES]
+    qwen.llm.reset()
+    alone = qwen.execute(CallRequest(prompts[2], max_tokens=8)).text
+    for prompt in prompts:
+        qwen.execute(CallRequest(prompt, max_tokens=8))
+    assert qwen.execute(CallRequest(prompts[2], max_tokens=8)).text == alone
+
+
+def test_answers_stored_by_the_earlier_prefix_reuse_path_get_other_keys(qwen):
+    # the evaluation scheme is part of the model's identity, hence of every call key
+    request = CallRequest(PROMPT, **LOGPROBS)
+    earlier = {k: v for k, v in qwen.identity().items() if k != "eval"}
+    assert qwen.identity()["eval"] == "fixed-blocks-64"
+    assert call_key(earlier, request) != call_key(qwen.identity(), request)
 
 
 def test_label_mass_includes_the_space_then_digit_spelling(qwen):

@@ -3,8 +3,18 @@
 Prompts are formatted with the model's own chat template (read from the GGUF), or as plain
 text for base models without one. Generate mode decodes greedily. Logprobs mode evaluates the
 prompt plus the answer prefix once and reads the next-token logits of the label tokens: no
-sampling, no full-vocabulary logits for every position. Both modes reuse the longest token
-prefix shared with the previous call, which is why the engine orders calls by prompt text.
+sampling, no full-vocabulary logits for every position. Both modes reuse the prefix shared
+with the previous call, which is why the engine orders calls by prompt text.
+
+Same input, same bits: llama.cpp's CPU kernels round differently for different batch shapes
+(on an AVX-512 machine a pair's probability of label 0 was 0.1822 when the shared prefix was
+reused and 0.1852 from an empty cache). So every prompt is evaluated in blocks of BLOCK tokens
+at fixed positions (0-63, 64-127, ...), and only whole blocks are reused: a reused block holds
+exactly what a fresh evaluation computes, and a pair's probabilities do not depend on which
+pairs came before it (the order of the pairs, the number of workers, a resume). The price is
+re-evaluating up to BLOCK-1 shared tokens per prompt and smaller batches; docs/benchmarks.md
+has the measured cost. The call key names the scheme ("eval": "fixed-blocks-64"), so answers
+stored by the earlier prefix-reuse path are not mixed with these.
 
 Speed notes (measured in bench/benchmark.py, see docs/benchmarks.md):
 - The " " then digit spelling of a label needs the logits after one more token (the space).
@@ -41,6 +51,11 @@ from .base import Backend, CallRequest, CallResult, Message, normalise_choice_pr
 from .packaged_models import PACKAGED, ensure_model
 
 DEFAULT_CTX = 4096
+# Every prompt is evaluated in blocks of this many tokens at fixed positions (0, 64, 128, ...),
+# and only whole blocks are reused from the cache: llama.cpp's CPU kernels round differently
+# for other batch shapes, so this is what makes a pair's probabilities independent of the
+# pairs evaluated before it. See the module doc for what it costs.
+BLOCK = 64
 
 
 class LlamaCppBackend(Backend):
@@ -49,7 +64,7 @@ class LlamaCppBackend(Backend):
     max_concurrency = 1  # one model, one KV cache: calls are serialised
 
     def __init__(self, path: str | Path, name: str | None = None, sha256: str | None = None,
-                 n_threads: int | None = None, n_ctx: int = DEFAULT_CTX, n_batch: int = 512, verbose: bool = False,
+                 n_threads: int | None = None, n_ctx: int = DEFAULT_CTX, block: int = BLOCK, verbose: bool = False,
                  space_path: str = "separate"):
         if space_path not in ("batched", "separate"):
             raise JudgeblenderError(f"space_path must be 'batched' or 'separate', got {space_path!r}")
@@ -63,8 +78,10 @@ class LlamaCppBackend(Backend):
         threads = n_threads or max(1, min(os.cpu_count() or 1, 8))
         self.llm = llama_cpp.Llama(
             model_path=str(self.path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-            n_batch=n_batch, logits_all=False, verbose=verbose,
+            n_batch=block, n_ubatch=block, logits_all=False, verbose=verbose,
         )
+        self.block = block
+        self._canonical = 0  # leading cache tokens computed in whole fixed blocks (see _eval_logprobs)
         self.model_name = name or self.path.name
         self._sha256 = sha256
         self._lock = threading.Lock()
@@ -92,7 +109,8 @@ class LlamaCppBackend(Backend):
     def identity(self) -> dict[str, Any]:
         if self._sha256 is None:
             self._sha256 = sha256_file(self.path)
-        return {"backend": "llamacpp", "model": self.model_name, "sha256": self._sha256}
+        return {"backend": "llamacpp", "model": self.model_name, "sha256": self._sha256,
+                "eval": f"fixed-blocks-{self.block}"}
 
     def context_tokens(self) -> int | None:
         return self.llm.n_ctx()
@@ -147,55 +165,71 @@ class LlamaCppBackend(Backend):
 
     def _generate(self, prompt: str, request: CallRequest) -> CallResult:
         tokens = self._tokens(prompt)
+        # llama-cpp-python reuses what the cache holds up to n_tokens and evaluates the rest in
+        # n_batch (= block) chunks from there: rewound to a whole block, those are the fixed blocks.
+        self._rewind(tokens, len(tokens) - 1)
         grammar = self._grammar(request.json_schema) if request.json_schema else None
         out = self.llm.create_completion(
             prompt=tokens, max_tokens=request.max_tokens, temperature=request.temperature,
             seed=request.seed, top_k=0 if request.temperature == 0 else 40, repeat_penalty=1.0, grammar=grammar,
         )
+        self._canonical = len(tokens) - len(tokens) % self.block
         usage = out.get("usage", {})
         return CallResult(text=out["choices"][0]["text"], tokens_in=usage.get("prompt_tokens", len(tokens)),
                           tokens_out=usage.get("completion_tokens", 0))
 
-    def _eval_logprobs(self, tokens: list[int], rows: int = 1) -> list[np.ndarray]:
-        """Log-probabilities of the next token after each of the last `rows` tokens, evaluating
-        only what follows the prefix already in the KV cache (one batch holds the last rows)."""
+    def _rewind(self, tokens: list[int], limit: int) -> int:
+        """Keep the longest run of whole fixed blocks that the cache shares with `tokens` (at
+        most `limit` tokens) and drop the rest of the cache; returns where evaluation resumes."""
         llm = self.llm
-        cached = llm.input_ids[: llm.n_tokens]
-        prefix = 0
-        limit = min(len(cached), len(tokens))
-        while prefix < limit and cached[prefix] == tokens[prefix]:
-            prefix += 1
-        prefix = min(prefix, len(tokens) - rows)  # evaluate at least the rows whose logits we need
-        if rows == 1 or not _has_batch_api(llm):
-            out = []
-            for end in range(len(tokens) - rows + 1, len(tokens) + 1):
-                llm.n_tokens = min(prefix, end - 1)  # eval() drops the KV cache beyond this point
-                self._evaluated += end - llm.n_tokens
-                llm.eval(tokens[llm.n_tokens:end])
-                prefix = end
-                out.append(self._logprobs_row(-1))
-            return out
-        if not llm._ctx.kv_cache_seq_rm(-1, prefix, -1):  # a cache that cannot drop a tail
-            llm._ctx.kv_cache_clear()
-            prefix = 0
-        llm.n_tokens = prefix
-        rest = tokens[prefix:]
-        self._evaluated += len(rest)
-        chunks = [rest[i:i + llm.n_batch] for i in range(0, len(rest), llm.n_batch)]
-        if len(chunks) > 1 and len(chunks[-1]) < rows:  # keep the last rows in one batch
-            move = rows - len(chunks[-1])
-            chunks[-2], chunks[-1] = chunks[-2][:-move], chunks[-2][-move:] + chunks[-1]
-        for k, chunk in enumerate(chunks):
-            n_past = llm.n_tokens
-            llm._batch.set_batch(batch=chunk, n_past=n_past, logits_all=False)
-            if k == len(chunks) - 1:
-                for j in range(len(chunk) - rows, len(chunk)):
-                    llm._batch.batch.logits[j] = True
+        n = min(self._canonical, llm.n_tokens, limit)
+        if n >= self.block:
+            cached = np.asarray(llm.input_ids[:n])
+            differs = np.flatnonzero(cached != np.asarray(tokens[:n], dtype=cached.dtype))
+            if differs.size:
+                n = int(differs[0])
+        n -= n % self.block
+        llm.n_tokens = n
+        self._canonical = n
+        return n
+
+    def _eval_logprobs(self, tokens: list[int], rows: int = 1, extend: bool = False) -> list[np.ndarray]:
+        """Log-probabilities of the next token after each of the last `rows` tokens.
+
+        The tokens are evaluated in blocks whose boundaries are fixed multiples of `block`
+        counted from position 0, and only whole blocks computed that way are reused from the
+        cache, so a reused block holds exactly the bits a fresh evaluation would compute and a
+        pair's probabilities do not depend on what was evaluated before it. `extend=True`
+        continues from the cache as it stands, which must hold this pair's own tokens[:-k]
+        just evaluated (the space token after the prompt): the same steps whatever came before.
+        """
+        llm = self.llm
+        if extend:
+            start = llm.n_tokens
+            if list(llm.input_ids[:start]) != tokens[:start]:
+                raise JudgeblenderError("internal: extend=True needs the cache to hold the prompt just evaluated")
+        else:
+            start = self._rewind(tokens, len(tokens) - 1)  # the last token is always evaluated
+            reusable = len(tokens) - len(tokens) % self.block
+        llm._ctx.kv_cache_seq_rm(-1, start, -1)
+        first_row = len(tokens) - rows
+        out: list[np.ndarray] = []
+        pos = start
+        while pos < len(tokens):
+            end = min(len(tokens), (pos // self.block + 1) * self.block)
+            chunk = tokens[pos:end]
+            llm._batch.set_batch(batch=chunk, n_past=pos, logits_all=False)  # the block's last row always
+            for j in range(max(first_row - pos, 0), len(chunk)):
+                llm._batch.batch.logits[j] = True
             llm._ctx.decode(llm._batch)
-            llm.input_ids[n_past:n_past + len(chunk)] = chunk
-            llm.n_tokens += len(chunk)
-        last = len(chunks[-1])
-        return [self._logprobs_row(j) for j in range(last - rows, last)]
+            llm.input_ids[pos:end] = chunk
+            llm.n_tokens = end
+            self._evaluated += end - pos
+            out.extend(self._logprobs_row(j) for j in range(max(first_row - pos, 0), len(chunk)))
+            pos = end
+        if not extend:
+            self._canonical = reusable
+        return out
 
     def _logprobs_row(self, i: int) -> np.ndarray:
         """Log-softmax of the logits of the i-th token of the last batch (-1: its last)."""
@@ -216,7 +250,7 @@ class LlamaCppBackend(Backend):
                 logp, via_space = self._eval_logprobs(tokens + [space], rows=2)
             else:
                 (logp,) = self._eval_logprobs(tokens)
-                (via_space,) = self._eval_logprobs(tokens + [space])
+                (via_space,) = self._eval_logprobs(tokens + [space], extend=True)
         else:
             (logp,) = self._eval_logprobs(tokens)
             via_space = None
@@ -241,12 +275,6 @@ class LlamaCppBackend(Backend):
                 del _LOADED[key]
         if hasattr(self.llm, "close"):
             self.llm.close()
-
-
-def _has_batch_api(llm: Any) -> bool:
-    """Whether this llama-cpp-python exposes what batched logits need (0.3.x does)."""
-    return all(hasattr(llm, a) for a in ("_batch", "_ctx", "input_ids", "n_batch")) and hasattr(
-        llm._ctx, "kv_cache_seq_rm")
 
 
 def _choose_omp_wait_policy() -> str:
