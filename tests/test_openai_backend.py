@@ -15,7 +15,8 @@ from email.utils import formatdate
 import pytest
 from openai_server import Fault, OpenAITestServer, openai_server_factory  # noqa: F401 - fixture
 
-from judgeblender.backends.base import CallRequest, LogprobsUnsupported, Message
+from judgeblender.backends.base import LogprobsUnsupported
+from judgeblender.calls import CallRequest, Message
 from judgeblender.backends.openai_compat import (
     OpenAICompatBackend,
     create,

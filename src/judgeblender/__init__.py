@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 # The public names, each from its sub-package, imported on first use: `import judgeblender`
 # stays cheap for commands that need none of the judging machinery (asyncio, pydantic).
 _EXPORTS = {
-    "CallRequest": "backends.base", "CallResult": "backends.base", "Message": "backends.base",
+    "CallRequest": "calls", "CallResult": "calls", "Message": "calls",
     "create_backend": "backends.registry", "register": "backends.registry",
     "Judge": "judges", "JudgeRun": "judges", "JudgeSpec": "judges", "judge_pairs": "judges",
     "Pair": "pairs", "read_corpus": "pairs", "read_pairs": "pairs", "read_qrels": "pairs",
@@ -26,7 +26,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from .backends.base import CallRequest, CallResult, Message
+    from .calls import CallRequest, CallResult, Message
     from .backends.registry import create_backend, register
     from .judges import Judge, JudgeRun, JudgeSpec, judge_pairs
     from .pairs import Pair, read_corpus, read_pairs, read_qrels, read_queries, read_run

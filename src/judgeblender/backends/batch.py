@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError, JudgeblenderError
-from ..pairs.textfile import atomic_write_text
-from ..store import call_key
-from .base import Backend, CallRequest, CallResult
+from ..calls import CallRequest, CallResult, call_key
+from ..fileio import atomic_write_text
+from .base import Backend
 from .openai_compat import OpenAICompatBackend, batch_request_line, batch_result, read_batch_lines
 
 QUEUED = "queued for the Batch API (run again with --batch-read once its results are back)"

@@ -45,8 +45,9 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import BackendError, InputError
-from ..pairs.textfile import atomic_write_text
-from .base import Backend, CallRequest, CallResult, LogprobsUnsupported, normalise_choice_probs
+from ..calls import CallRequest, CallResult
+from ..fileio import atomic_write_text
+from .base import Backend, LogprobsUnsupported, normalise_choice_probs
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from ..evaluate.leaderboard import DEFAULT_MEASURES, CorrelationReport, correlat
 from ..evaluate.svgplot import grid_svg
 from ..pairs.qrels import read_qrels
 from ..pairs.runs import read_runs_dir
-from ..pairs.textfile import atomic_write_text
+from ..fileio import atomic_write_text
 from .agree import INVALID_LABELS_HELP, read_prediction
 from .console import console, err_console
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..pairs import Pair
 from ..pairs.qrels import format_qrels
-from ..pairs.textfile import atomic_write_text
+from ..fileio import atomic_write_text
 from .engine import JudgeRun
 
 

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..errors import InputError
-from .textfile import atomic_write_text, check_id, clean_lines, iter_lines, report_repair
+from ..fileio import atomic_write_text
+from .textfile import check_id, clean_lines, iter_lines, report_repair
 
 Qrels = dict[str, dict[str, int]]
 
