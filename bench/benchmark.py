@@ -526,7 +526,7 @@ def correlate_stages_case(spec: dict[str, Any]) -> dict[str, Any]:
     import ir_measures
     import numpy as np
 
-    from judgeblender.cli.agree import read_prediction
+    from judgeblender.pairs.qrels import read_prediction
     from judgeblender.evaluate import leaderboard as lb
     from judgeblender.pairs import read_qrels, read_runs_dir
 
