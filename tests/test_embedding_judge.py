@@ -281,3 +281,9 @@ def test_cross_validated_labels_come_from_cuts_fitted_on_other_queries():
     assert (labels == gold).mean() > 0.6
     with pytest.raises(JudgeblenderError, match="needs 5 queries"):
         cross_validated_labels(scores[:40], gold[:40], groups[:40], folds=5)
+
+
+def test_fit_cuts_takes_the_lowest_of_equally_good_cuts():
+    # cutting after the 1st, 3rd or 5th score gives the same kappa (1/3): the lowest cut wins
+    gold = [0, 2, 0, 2, 0, 2]
+    assert fit_cuts([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], gold, "binary").thresholds == pytest.approx((0.15,))

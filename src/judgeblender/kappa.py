@@ -37,26 +37,27 @@ def _disagreement_weights(k: int, weights: str | None) -> np.ndarray:
         raise ValueError(f"unknown kappa weights {weights!r}; use one of {WEIGHTS}")
     i, j = np.indices((k, k))
     if weights is None:
-        return (i != j).astype(float)
-    return np.abs(i - j).astype(float) ** (1 if weights == "linear" else 2)
+        return (i != j).astype(int)
+    return np.abs(i - j) ** (1 if weights == "linear" else 2)
 
 
 def kappa_from_confusion(confusion: np.ndarray, weights: str | None = None) -> np.ndarray:
     """Cohen's kappa of confusion matrices (..., k, k), one value per matrix; NaN where it is
     undefined (no pairs, or no disagreement expected by chance)."""
     confusion = np.asarray(confusion, dtype=float)
-    n = confusion.sum(axis=(-2, -1))
-    rows, cols = confusion.sum(axis=-1), confusion.sum(axis=-2)
+    k = confusion.shape[-1]
+    flat = confusion.reshape(-1, k, k)
+    rows, cols = flat.sum(axis=2), flat.sum(axis=1)
+    n = cols.sum(axis=1)
+    w = _disagreement_weights(k, weights)
     with np.errstate(divide="ignore", invalid="ignore"):
-        if weights is None:  # the closed form, (observed - chance) / (1 - chance)
-            observed = np.trace(confusion, axis1=-2, axis2=-1) / n
-            chance = (rows * cols).sum(axis=-1) / n**2
-            return np.where((n > 0) & (chance < 1), (observed - chance) / (1 - chance), np.nan)
-        w = _disagreement_weights(confusion.shape[-1], weights)
-        expected = rows[..., :, None] * cols[..., None, :] / n[..., None, None]
-        expected_disagreement = (w * expected).sum(axis=(-2, -1))
-        value = 1 - (w * confusion).sum(axis=(-2, -1)) / expected_disagreement
-        return np.where((n > 0) & (expected_disagreement > 0), value, np.nan)
+        # scikit-learn's arithmetic, step for step, so reports match cohen_kappa_score exactly
+        expected = cols[:, :, None] * rows[:, None, :] / n[:, None, None]
+        observed_disagreement = (w * flat).reshape(len(flat), -1).sum(axis=1)
+        expected_disagreement = (w * expected).reshape(len(flat), -1).sum(axis=1)
+        value = 1 - observed_disagreement / expected_disagreement
+    value = np.where((n > 0) & (expected_disagreement > 0), value, np.nan)
+    return value.reshape(confusion.shape[:-2])
 
 
 def cohen_kappa(a: Sequence[int], b: Sequence[int], labels: Sequence[int] = (0, 1, 2, 3),

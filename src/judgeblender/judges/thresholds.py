@@ -24,6 +24,9 @@ import numpy as np
 from ..errors import JudgeblenderError
 from ..kappa import kappa_from_confusion
 
+# kappas closer than this are equal up to rounding (the order of a sum can move the last bits)
+KAPPA_TIE = 1e-12
+
 GRADED_LABELS = (0, 1, 2, 3)
 BINARY_LABELS = (0, 2)
 RELEVANT = 2  # TREC DL: labels 2 and 3 are relevant
@@ -116,7 +119,8 @@ def fit_cuts(scores: Sequence[float], gold: Sequence[int], target: str = "graded
     # confusion[t, predicted, gold] = gold-class counts in the segment of predicted label t
     segments = prefix[bounds[:, 1:]] - prefix[bounds[:, :-1]]  # (trials, k, k): rows = predicted
     scores_k = kappa_from_confusion(segments)
-    best = int(np.nanargmax(scores_k))
+    # the first (lowest) of equally good cuts: kappas equal but for rounding count as ties
+    best = int(np.flatnonzero(scores_k >= np.nanmax(scores_k) - KAPPA_TIE)[0])
     cut_at = bounds[best, 1:-1]
     points = tuple(float((s[i - 1] + s[i]) / 2) for i in cut_at)
     return Cuts.graded(points) if target == "graded" else Cuts.binary(points[0])
