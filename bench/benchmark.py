@@ -446,7 +446,8 @@ def served_sdk_case(spec: dict[str, Any]) -> dict[str, Any]:
 
     import openai
 
-    from judgeblender.backends.openai_compat import CALLS_PER_CLIENT, build_chat_body
+    from judgeblender.backends.openai_compat import CALLS_PER_CLIENT
+    from judgeblender.backends.openai_wire import build_chat_body
     from judgeblender.judges import Judge, JudgeSpec
     from judgeblender.judges.engine import _request
 
