@@ -1,7 +1,9 @@
 """judgeblender: relevance judgments with juries of LLM judges, and how far to trust them.
 
 The flow reads off the sub-packages: pairs -> judges (backends, prompts) -> parse -> store
--> blend -> evaluate.
+-> blend -> evaluate. Under them, ground-floor modules that import nothing of the project but
+each other: calls (call types and keys), hashing, fileio (atomic writes), paths (caches) and
+kappa. Nothing here imports the command line (cli/).
 """
 
 from __future__ import annotations
