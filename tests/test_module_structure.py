@@ -122,11 +122,38 @@ def test_no_import_circle_between_modules():
     assert find_cycle(import_graph()) is None
 
 
+def test_no_import_circle_between_sub_packages():
+    """Stronger than the module rule: store and backends, say, may not use each other at all,
+    even through different modules; shared ground goes in the ground-floor modules."""
+    def package(module: str) -> str:
+        return module.split(".")[1] if module.count(".") else module
+
+    packages: dict[str, set[str]] = {}
+    for name, imports in import_graph().items():
+        packages.setdefault(package(name), set()).update(
+            package(i) for i in imports if package(i) not in (package(name), PACKAGE))
+    assert find_cycle(packages) is None
+    assert "store" not in packages["backends"] and "backends" not in packages["store"]
+
+
 def test_no_library_module_imports_the_cli():
     offenders = {name: sorted(i for i in imports if i == f"{PACKAGE}.cli" or i.startswith(f"{PACKAGE}.cli."))
                  for name, imports in all_imports().items()
                  if not (name == f"{PACKAGE}.cli" or name.startswith(f"{PACKAGE}.cli.") or name == f"{PACKAGE}.__main__")}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_scripts_benchmarks_and_doc_examples_use_the_library_not_the_cli():
+    """What they need from a command belongs in the library; only the CLI's tests import cli/."""
+    repo = Path(__file__).resolve().parent.parent
+    offenders = []
+    for folder in ("bench", "scripts", "docs"):
+        for path in sorted((repo / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                offenders += [f"{path.relative_to(repo)}: {n}" for n in names if n.startswith(f"{PACKAGE}.cli")]
+    assert offenders == []
 
 
 def test_importing_the_package_loads_no_cli_module():
