@@ -446,7 +446,8 @@ def served_sdk_case(spec: dict[str, Any]) -> dict[str, Any]:
 
     import openai
 
-    from judgeblender.backends.openai_compat import CALLS_PER_CLIENT, build_chat_body
+    from judgeblender.backends.openai_compat import CALLS_PER_CLIENT
+    from judgeblender.backends.openai_wire import build_chat_body
     from judgeblender.judges import Judge, JudgeSpec
     from judgeblender.judges.engine import _request
 
@@ -526,7 +527,7 @@ def correlate_stages_case(spec: dict[str, Any]) -> dict[str, Any]:
     import ir_measures
     import numpy as np
 
-    from judgeblender.cli.agree import read_prediction
+    from judgeblender.pairs.qrels import read_prediction
     from judgeblender.evaluate import leaderboard as lb
     from judgeblender.pairs import read_qrels, read_runs_dir
 
@@ -596,13 +597,13 @@ CASES = {"served": served_case, "served_sdk": served_sdk_case, "judging": judgin
 
 def agreement(a_path: str, b_path: str) -> dict[str, Any]:
     """Labels and probabilities of two runs on the same pairs: identical share, Cohen's kappa, max |dp|."""
-    from sklearn.metrics import cohen_kappa_score
+    from judgeblender.kappa import cohen_kappa
 
     a, b = json.loads(Path(a_path).read_text()), json.loads(Path(b_path).read_text())
     keys = [k for k in b if k in a and a[k]["label"] is not None and b[k]["label"] is not None]
     la, lb_ = [a[k]["label"] for k in keys], [b[k]["label"] for k in keys]
     same = sum(x == y for x, y in zip(la, lb_))
-    kappa = float(cohen_kappa_score(la, lb_)) if len(set(la) | set(lb_)) > 1 else (1.0 if same == len(keys) else 0.0)
+    kappa = cohen_kappa(la, lb_)  # NaN where undefined (e.g. one label throughout)
     dp = max((abs(a[k]["probs"][c] - b[k]["probs"][c]) for k in keys if a[k]["probs"] and b[k]["probs"]
               for c in a[k]["probs"]), default=None)
     return {"n": len(keys), "identical": same, "kappa": kappa, "max_abs_dp": dp}

@@ -24,7 +24,8 @@ import krippendorff
 import numpy as np
 
 from judgeblender.blend import METHODS, TIE_RULES, blend, load_qrels_ballots
-from judgeblender.blend.calibrate import LEARNERS, cohen_kappa, cross_validate, gold_vector
+from judgeblender.blend.calibrate import LEARNERS, cross_validate, gold_vector
+from judgeblender.kappa import cohen_kappa
 from judgeblender.pairs.qrels import read_qrels
 
 PROMPT_TRIO = ["sun-then-decomposed", "multicriteria-decomposed", "thomas-order3210"]

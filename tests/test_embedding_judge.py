@@ -19,7 +19,8 @@ from judgeblender.errors import JudgeblenderError  # noqa: E402
 from judgeblender.judges import JudgeSpec, build_judge, judge_pairs  # noqa: E402
 from judgeblender.judges.embedding import CrossEncoderJudge, EmbeddingJudge, packaged_model_path  # noqa: E402
 from judgeblender.judges.panel import ballots_from_run, blend_run, load_panel  # noqa: E402
-from judgeblender.judges.thresholds import Cuts, cross_validated_labels, fit_cuts, kappa  # noqa: E402
+from judgeblender.judges.thresholds import Cuts, cross_validated_labels, fit_cuts  # noqa: E402
+from judgeblender.kappa import kappa_from_confusion  # noqa: E402
 from judgeblender.pairs import Pair, read_corpus, read_qrels, read_queries  # noqa: E402
 from judgeblender.store import CallStore  # noqa: E402
 from judgeblender.store.embeddings import count_vectors  # noqa: E402
@@ -238,16 +239,6 @@ def test_a_score_on_a_cut_point_goes_up():
     assert cuts.margin(0.45) == pytest.approx(0.05)
 
 
-def test_kappa_matches_scikit_learn():
-    from sklearn.metrics import cohen_kappa_score, confusion_matrix
-
-    rng = np.random.default_rng(0)
-    gold, pred = rng.integers(0, 4, 200), rng.integers(0, 4, 200)
-    pred[:120] = gold[:120]
-    cm = confusion_matrix(gold, pred, labels=[0, 1, 2, 3])
-    assert float(kappa(cm)) == pytest.approx(cohen_kappa_score(gold, pred))
-
-
 def test_fit_cuts_separates_perfectly_separable_scores():
     scores = [0.1, 0.15, 0.3, 0.35, 0.5, 0.55, 0.8, 0.9]
     gold = [0, 0, 1, 1, 2, 2, 3, 3]
@@ -268,8 +259,8 @@ def test_fit_cuts_finds_the_best_kappa_of_all_cut_placements():
     s = np.sort(scores)
     mids = (s[1:] + s[:-1]) / 2
 
-    def kappa_of(pred):  # kappa() itself is checked against scikit-learn above
-        return float(kappa(np.bincount(gold * 4 + pred, minlength=16).reshape(4, 4)))
+    def kappa_of(pred):  # checked against scikit-learn in tests/test_kappa.py
+        return float(kappa_from_confusion(np.bincount(gold * 4 + pred, minlength=16).reshape(4, 4)))
 
     best = max(kappa_of(np.searchsorted(np.array(c), scores, side="right")) for c in combinations(mids, 3))
     assert kappa_of(cuts.apply(scores)) == pytest.approx(best)
@@ -290,3 +281,9 @@ def test_cross_validated_labels_come_from_cuts_fitted_on_other_queries():
     assert (labels == gold).mean() > 0.6
     with pytest.raises(JudgeblenderError, match="needs 5 queries"):
         cross_validated_labels(scores[:40], gold[:40], groups[:40], folds=5)
+
+
+def test_fit_cuts_takes_the_lowest_of_equally_good_cuts():
+    # cutting after the 1st, 3rd or 5th score gives the same kappa (1/3): the lowest cut wins
+    gold = [0, 2, 0, 2, 0, 2]
+    assert fit_cuts([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], gold, "binary").thresholds == pytest.approx((0.15,))

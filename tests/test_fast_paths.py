@@ -12,7 +12,7 @@ import pytest
 
 from judgeblender.errors import InputError
 from judgeblender.evaluate import RunSet, evaluate_runs, parse_measures
-from judgeblender.evaluate.leaderboard import _fast_kind
+from judgeblender.evaluate.fast_measures import supports
 from judgeblender.pairs import read_run
 from judgeblender.pairs import runs as runs_module
 from judgeblender.pairs.runs import Run, _read_lines, parse_run_bytes
@@ -50,7 +50,7 @@ def test_rank_matrix_values_equal_ir_measures_bit_for_bit(tmp_path, seed):
     qrels = {q: {d: rng.choice([0, 0, 1, 2, 3]) for d in rng.sample(ids, 25)} for q in queries[1:]}
     qrels["q4"] = {ids[0]: 0}  # a query with nothing relevant
     measures = parse_measures(MEASURES)
-    assert all(_fast_kind(m) for m in measures)
+    assert all(supports(m) for m in measures)
     runset = RunSet(runs, queries)
     got = evaluate_runs(runset, qrels, measures)
     for r, run in enumerate(runs):
@@ -68,7 +68,7 @@ def test_measures_outside_the_fast_set_still_go_through_ir_measures(tmp_path):
     run = read_run(path)
     qrels = {"q": {"a": 1, "c": 2}}
     measures = parse_measures(["RR", "R@2", "nDCG(judged_only=True)@2", "AP@2"])
-    assert not any(_fast_kind(m) for m in measures)
+    assert not any(supports(m) for m in measures)
     got = evaluate_runs(RunSet([run], ["q"]), qrels, measures)
     want = ir_measures.calc_aggregate(measures, qrels, run.scores())
     for m in measures:
@@ -182,3 +182,12 @@ def test_run_built_from_a_ranking_has_columns():
     cols = run.columns()
     assert cols.qids == ["q"] and cols.docs.tolist() == ["b", "a"] and cols.offsets.tolist() == [0, 2]
     assert run.queries() == ["q"]
+
+
+def test_every_declared_fast_measure_is_supported_and_nothing_beyond_its_parameters():
+    from judgeblender.evaluate.fast_measures import SUPPORTED_MEASURES
+
+    declared = [s.replace("@k", "@5").replace("rel=r", "rel=2") for s in SUPPORTED_MEASURES]
+    assert all(supports(m) for m in parse_measures(declared))
+    beyond = ["nDCG", "nDCG(dcg='exp-log2')@5", "P(rel=2)", "Judged", "AP(rel=0)"]
+    assert not any(supports(m) for m in parse_measures(beyond))

@@ -18,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from judgeblender.backends.base import CallRequest, Message  # noqa: E402
+from judgeblender.calls import CallRequest, Message  # noqa: E402
 from judgeblender.errors import BackendError, JudgeblenderError, MissingExtraError  # noqa: E402
 
 pytestmark = pytest.mark.hf

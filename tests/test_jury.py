@@ -327,7 +327,7 @@ def test_embedded_model_under_the_schema_grammar_gives_valid_verdicts(tmp_path, 
 # ---------------------------------------------------------------------------------------------
 # `judgeblender grade` and the agreement between jury members
 # ---------------------------------------------------------------------------------------------
-from judgeblender.cli.grade import jury_agreement  # noqa: E402
+from judgeblender.jury.grading import jury_agreement  # noqa: E402
 from judgeblender.jury import ItemResult, JudgeVerdict  # noqa: E402
 
 

@@ -43,7 +43,7 @@ from judgeblender.evaluate import (
     tau_ap,
     tau_ap_symmetric,
 )
-from judgeblender.evaluate.leaderboard import _pairwise_rows, _spearman_rows, average_ranks
+from judgeblender.evaluate.rank_correlation import average_ranks, pairwise_rows, spearman_rows
 from judgeblender.pairs import read_qrels, read_run, read_runs_dir
 
 TESTS = Path(__file__).parent
@@ -96,8 +96,8 @@ def test_vectorised_correlations_equal_scipy_with_ties():
     rng = np.random.default_rng(7)
     x = rng.integers(0, 6, size=(40, 12)).astype(float)  # many ties
     y = x + rng.integers(-2, 3, size=x.shape)
-    tau_b, tau_ap_rows = _pairwise_rows(x, y)
-    rho = _spearman_rows(x, y)
+    tau_b, tau_ap_rows = pairwise_rows(x, y)
+    rho = spearman_rows(x, y)
     for k in range(len(x)):
         assert tau_b[k] == pytest.approx(stats.kendalltau(x[k], y[k]).statistic)
         assert rho[k] == pytest.approx(stats.spearmanr(x[k], y[k]).statistic)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from judgeblender.backends.base import CallRequest, Message
+from judgeblender.calls import CallRequest, Message
 from judgeblender.backends.registry import create_backend
 from judgeblender.judges import Judge, JudgeSpec, judge_pairs
 from judgeblender.pairs import Pair, read_corpus, read_queries

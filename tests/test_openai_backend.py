@@ -15,15 +15,11 @@ from email.utils import formatdate
 import pytest
 from openai_server import Fault, OpenAITestServer, openai_server_factory  # noqa: F401 - fixture
 
-from judgeblender.backends.base import CallRequest, LogprobsUnsupported, Message
-from judgeblender.backends.openai_compat import (
-    OpenAICompatBackend,
-    create,
-    parse_retry_after,
-    public_base_url,
-    read_batch_results,
-    write_batch_file,
-)
+from judgeblender.backends.base import LogprobsUnsupported
+from judgeblender.calls import CallRequest, Message
+from judgeblender.backends.openai_batch import read_batch_results, write_batch_file
+from judgeblender.backends.openai_compat import OpenAICompatBackend, create, parse_retry_after
+from judgeblender.backends.openai_keys import public_base_url
 from judgeblender.backends.registry import create_backend
 from judgeblender.errors import BackendError, InputError
 

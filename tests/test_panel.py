@@ -97,3 +97,21 @@ def test_cli_judge_with_panel_keeps_every_member_label(mock_model, tiny, tmp_pat
     assert len(details[0]["judges"]) == 3
     assert details[0]["blend"]["method"] == "mv"
     assert {j["label"] for j in details[0]["judges"].values()} == {3, 1, 2}
+
+
+def test_run_panel_from_the_library_blends_and_writes_without_the_cli(mock_model, data, tmp_path):
+    from judgeblender.judges.run_panel import run_panel, write_panel_run
+    from judgeblender.store import CallStore
+
+    mock_model.rules = RULES
+    panel = get_panel("promptblender", ["mock:m"], "generate", {})
+    with CallStore(tmp_path / "s.sqlite") as store:
+        result = run_panel(panel, [Pair("q1", "d1")], *data, store=store)
+    assert result.labels == {Pair("q1", "d1"): 2}  # three-way tie 3/1/2, broken by the rounded mean
+    assert result.extra[Pair("q1", "d1")]["tied"] == [1, 2, 3]
+    assert result.blend_info == {"panel": "promptblender", "method": "mv", "tie": "avg", "seed": 0}
+    assert result.batch_queue is None and result.flagged == {}
+    n, details = write_panel_run(result, tmp_path / "out.qrels")
+    assert n == 1 and (tmp_path / "out.qrels").read_text() == "q1 0 d1 2\n"
+    assert details == tmp_path / "out.qrels.details.jsonl"
+    assert len(json.loads(details.read_text())["judges"]) == 3

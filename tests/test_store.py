@@ -2,8 +2,8 @@
 
 import sqlite3
 
-from judgeblender.backends.base import CallRequest, CallResult, Message
-from judgeblender.store import CallStore, call_key
+from judgeblender.calls import CallRequest, CallResult, Message, call_key
+from judgeblender.store import CallStore
 from judgeblender.store.migrations import MIGRATIONS
 
 REQ = CallRequest((Message("user", "judge this"),), mode="generate", max_tokens=10)

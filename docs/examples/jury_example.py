@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from judgeblender.cli.grade import jury_agreement
+from judgeblender.jury.grading import jury_agreement
 from judgeblender.judges import JudgeSpec
 from judgeblender.jury import Jury
 

@@ -1,7 +1,9 @@
 """judgeblender: relevance judgments with juries of LLM judges, and how far to trust them.
 
 The flow reads off the sub-packages: pairs -> judges (backends, prompts) -> parse -> store
--> blend -> evaluate.
+-> blend -> evaluate. Under them, ground-floor modules that import nothing of the project but
+each other: calls (call types and keys), hashing, fileio (atomic writes), paths (caches) and
+kappa. Nothing here imports the command line (cli/).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ __version__ = "0.1.0"
 # The public names, each from its sub-package, imported on first use: `import judgeblender`
 # stays cheap for commands that need none of the judging machinery (asyncio, pydantic).
 _EXPORTS = {
-    "CallRequest": "backends.base", "CallResult": "backends.base", "Message": "backends.base",
+    "CallRequest": "calls", "CallResult": "calls", "Message": "calls",
     "create_backend": "backends.registry", "register": "backends.registry",
     "Judge": "judges", "JudgeRun": "judges", "JudgeSpec": "judges", "judge_pairs": "judges",
     "Pair": "pairs", "read_corpus": "pairs", "read_pairs": "pairs", "read_qrels": "pairs",
@@ -26,7 +28,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from .backends.base import CallRequest, CallResult, Message
+    from .calls import CallRequest, CallResult, Message
     from .backends.registry import create_backend, register
     from .judges import Judge, JudgeRun, JudgeSpec, judge_pairs
     from .pairs import Pair, read_corpus, read_pairs, read_qrels, read_queries, read_run

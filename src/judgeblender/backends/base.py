@@ -1,6 +1,7 @@
 """The contract every model backend fulfils: one `execute()` per LLM call.
 
-A backend turns a CallRequest (chat messages plus decoding settings) into a CallResult.
+A backend turns a CallRequest (chat messages plus decoding settings) into a CallResult; both
+types live in the ground-floor `judgeblender.calls`, which the store shares.
 Two scoring modes exist:
 - generate: decode text greedily (temperature 0, fixed seed) and return it for parsing;
 - logprobs: score the next token after the assistant's `answer_prefix` and return the
@@ -12,54 +13,9 @@ from __future__ import annotations
 import asyncio
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-Mode = Literal["generate", "logprobs"]
-
-
-@dataclass(frozen=True)
-class Message:
-    role: Literal["system", "user", "assistant"]
-    content: str
-
-
-@dataclass(frozen=True)
-class CallRequest:
-    messages: tuple[Message, ...]
-    mode: Mode = "generate"
-    max_tokens: int = 256
-    temperature: float = 0.0
-    seed: int = 0
-    # logprobs mode: the assistant turn starts with this text, then the label token is read.
-    answer_prefix: str = ""
-    choices: tuple[str, ...] = ()
-    # optional JSON schema for structured output (rubric judges); backends may ignore it.
-    json_schema: dict[str, Any] | None = None
-
-    def key_fields(self) -> dict[str, Any]:
-        """Everything that can change the model's answer, for the store's cache key."""
-        # Built field by field, not with dataclasses.asdict: its recursive deep copy cost a tenth
-        # of the client CPU per served call. The keys and values are asdict's, so keys stay stable.
-        # Callers only serialise it, so the schema is shared, not copied.
-        return {"messages": [[m.role, m.content] for m in self.messages], "mode": self.mode,
-                "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
-                "answer_prefix": self.answer_prefix, "choices": list(self.choices),
-                "json_schema": self.json_schema}
-
-
-@dataclass
-class CallResult:
-    text: str
-    # logprobs mode: probability per choice, renormalised over the choices.
-    probs: dict[str, float] | None = None
-    # logprobs mode: how much of the model's whole next-token mass fell on the choices.
-    choice_mass: float | None = None
-    tokens_in: int = 0
-    tokens_out: int = 0
-    latency_s: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
+from ..calls import CallRequest, CallResult
 
 class LogprobsUnsupported(Exception):
     """Raised by a backend that cannot score choices; the judge decides whether to fall back."""

@@ -12,7 +12,7 @@ normal `judge` command, run once per exchange of files:
    A call not in the file is queued again with --batch-write (a retry after an invalid
    answer, the next step of a multi-step prompt), else made live.
 
-The answers are parsed exactly as live answers are (openai_compat's parsers).
+The answers are parsed exactly as live answers are (openai_wire's parsers).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError, JudgeblenderError
-from ..pairs.textfile import atomic_write_text
-from ..store import call_key
-from .base import Backend, CallRequest, CallResult
-from .openai_compat import OpenAICompatBackend, batch_request_line, batch_result, read_batch_lines
+from ..calls import CallRequest, CallResult, call_key
+from ..fileio import atomic_write_text
+from .base import Backend
+from .openai_batch import batch_request_line, batch_result, read_batch_lines
+from .openai_compat import OpenAICompatBackend
 
 QUEUED = "queued for the Batch API (run again with --batch-read once its results are back)"
 

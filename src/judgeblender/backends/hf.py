@@ -15,7 +15,6 @@ added), else the plain fallback `FALLBACK_FORMAT` describes. Which one was used 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import math
 import re
@@ -25,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError, JudgeblenderError, require
-from .base import Backend, CallRequest, CallResult, Message, normalise_choice_probs
+from ..calls import CallRequest, CallResult, Message
+from ..hashing import sha256_file, sha256_text
+from .base import Backend, normalise_choice_probs
 
 WHAT = "the hf: backend"
 
@@ -50,38 +51,16 @@ _DTYPES = {
     "bf16": "bfloat16",
 }
 
-# (resolved path, size, mtime_ns) -> sha256 of that file, so reloading a model does not rehash it.
-_FILE_HASHES: dict[tuple[str, int, int], str] = {}
-_FILE_HASHES_LOCK = threading.Lock()
-
-
-def _file_sha256(path: Path) -> str:
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    with _FILE_HASHES_LOCK:
-        cached = _FILE_HASHES.get(key)
-    if cached is not None:
-        return cached
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    digest = h.hexdigest()
-    with _FILE_HASHES_LOCK:
-        _FILE_HASHES[key] = digest
-    return digest
-
-
 def weights_sha256(files: list[Path], root: Path) -> str:
     """One file: its own sha256 (what `sha256sum` prints). Several: the sha256 of their manifest,
     the lines `<sha256>  <path relative to root>` sorted by path, each ending in a newline."""
     if not files:
         raise BackendError(f"{WHAT}: no weight files found under {root}")
     if len(files) == 1:
-        return _file_sha256(files[0])
+        return sha256_file(files[0])
     named = sorted((f.relative_to(root).as_posix(), f) for f in files)
-    manifest = "".join(f"{_file_sha256(f)}  {name}\n" for name, f in named)
-    return hashlib.sha256(manifest.encode("utf-8")).hexdigest()
+    manifest = "".join(f"{sha256_file(f)}  {name}\n" for name, f in named)
+    return sha256_text(manifest)
 
 
 def find_weight_files(folder: Path) -> list[Path]:

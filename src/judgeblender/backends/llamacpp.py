@@ -46,8 +46,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import JudgeblenderError, require
-from ..store.calls import sha256_file
-from .base import Backend, CallRequest, CallResult, Message, normalise_choice_probs
+from ..calls import CallRequest, CallResult, Message
+from ..hashing import sha256_file
+from .base import Backend, normalise_choice_probs
 from .packaged_models import PACKAGED, ensure_model
 
 DEFAULT_CTX = 4096

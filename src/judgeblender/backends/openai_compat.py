@@ -21,6 +21,10 @@ counted (`retries_total`, `retry_reasons`) and the policy is the same on every s
 The API key comes from an environment variable (OPENAI_API_KEY unless `api_key_env` names
 another) or from a key file readable by its owner only; it never appears in repr(), identity(),
 logs or error messages.
+
+This module is the client pool and the retries. Keys and the public URL are in
+openai_keys.py, request bodies and answer parsing in openai_wire.py, Batch API files in
+openai_batch.py.
 """
 
 from __future__ import annotations
@@ -28,92 +32,30 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import functools
-import json
 import logging
 import math
 import os
 import random
-import stat
 import threading
 import time
 from collections import Counter
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timezone
-from pathlib import Path
-from typing import Any, Literal, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
-from ..errors import BackendError, InputError
-from ..pairs.textfile import atomic_write_text
-from .base import Backend, CallRequest, CallResult, LogprobsUnsupported, normalise_choice_probs
+from ..calls import CallRequest, CallResult
+from ..errors import BackendError
+from .base import Backend, LogprobsUnsupported
+from .openai_keys import DEFAULT_BASE_URL, NO_KEY_PLACEHOLDER, Secret, public_base_url, resolve_api_key
+from .openai_wire import AnswerPrefixMode, Retryable, build_chat_body, decode_answer, parse_generate, parse_logprobs
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "OpenAICompatBackend",
-    "create",
-    "build_chat_body",
-    "parse_generate",
-    "parse_logprobs",
-    "parse_retry_after",
-    "public_base_url",
-    "read_key_file",
-    "resolve_api_key",
-    "write_batch_file",
-    "read_batch_results",
-    "read_batch_lines",
-    "batch_result",
-    "batch_request_line",
-]
-
 T = TypeVar("T")
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-# Stands in for the key on local servers that need none: the SDK insists on some string.
-NO_KEY_PLACEHOLDER = "unused"
-
-AnswerPrefixMode = Literal["instruct", "prefill"]
-
-
-# --------------------------------------------------------------------------------------
-# small helpers
-# --------------------------------------------------------------------------------------
-class _Secret:
-    """Holds the API key; its repr and str never show it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str):
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
-
-
-class _Retryable(Exception):
-    """One attempt failed in a way worth retrying."""
-
-    def __init__(self, reason: str, retry_after: float | None = None):
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-def public_base_url(url: str) -> str:
-    """The URL without user:password@, query string or fragment, and without a trailing slash."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -150,211 +92,8 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     return max(0.0, when.timestamp() - now_ts)
 
 
-def read_key_file(path: str | os.PathLike[str]) -> str:
-    """The key in `path`, which must be a regular file that only its owner can read (0600 or 0400)."""
-    p = Path(path).expanduser()
-    try:
-        st = p.stat()
-    except FileNotFoundError:
-        raise BackendError(f"API key file {p} does not exist") from None
-    except OSError as exc:
-        raise BackendError(f"cannot read API key file {p}: {exc.strerror or type(exc).__name__}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise BackendError(f"API key file {p} is not a regular file")
-    if os.name == "posix" and st.st_mode & 0o077:
-        raise BackendError(
-            f"API key file {p} has permissions {stat.S_IMODE(st.st_mode):04o}, so other users can read it; "
-            f"it must be readable by its owner only: run `chmod 600 {p}`"
-        )
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BackendError(f"cannot read API key file {p}: {type(exc).__name__}") from None
-    key = text.strip()
-    if not key:
-        raise BackendError(f"API key file {p} is empty")
-    if any(ch.isspace() for ch in key):
-        raise BackendError(f"API key file {p} should hold only the key, on one line")
-    return key
-
-
-def resolve_api_key(api_key_env: str | None, api_key_file: str | os.PathLike[str] | None, base_url: str) -> str | None:
-    """The key to send: from the key file when given, else from the environment; None when there is none.
-
-    The default OpenAI endpoint always needs a key, so its absence there is an error.
-    """
-    if api_key_file:
-        return read_key_file(api_key_file)
-    if api_key_env:
-        value = os.environ.get(api_key_env, "").strip()
-        if value:
-            return value
-    if public_base_url(base_url) == DEFAULT_BASE_URL:
-        where = f"the environment variable {api_key_env}" if api_key_env else "an environment variable (api_key_env)"
-        raise BackendError(
-            f"no API key for {DEFAULT_BASE_URL}: set {where}, or pass api_key_file (a file readable by its owner only)"
-        )
-    return None
-
-
 # --------------------------------------------------------------------------------------
-# request bodies and answer parsing (shared by live calls and the Batch API files)
-# --------------------------------------------------------------------------------------
-def _instruction_for(request: CallRequest) -> str:
-    labels = ", ".join(request.choices)
-    prefix = request.answer_prefix.strip()
-    lead = f'Complete "{prefix}" with the label alone' if prefix else "Reply with the label alone"
-    return f"{lead}: one of {labels}. Output nothing else."
-
-
-def build_chat_body(
-    request: CallRequest,
-    model: str,
-    *,
-    top_logprobs: int = 20,
-    answer_prefix_mode: AnswerPrefixMode = "instruct",
-    max_tokens_param: str = "max_tokens",
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(standard chat-completions parameters, server-specific extra parameters) for one request."""
-    messages: list[dict[str, str]] = [{"role": m.role, "content": m.content} for m in request.messages]
-    extra: dict[str, Any] = {}
-    body: dict[str, Any] = {"model": model, "messages": messages, "seed": request.seed}
-    if request.mode == "logprobs":
-        if not request.choices:
-            raise BackendError("a logprobs-mode request needs its choices (for example 0, 1, 2, 3)")
-        if answer_prefix_mode == "prefill":
-            # vLLM and SGLang continue a final assistant message when asked to.
-            if request.answer_prefix:
-                messages.append({"role": "assistant", "content": request.answer_prefix})
-                extra = {"continue_final_message": True, "add_generation_prompt": False}
-        elif request.answer_prefix:
-            # Most servers start a fresh assistant turn, so ask for the bare label: then the
-            # first generated token is the label, the token the logprobs are read from.
-            instruction = _instruction_for(request)
-            if messages and messages[-1]["role"] == "user":
-                messages[-1] = {"role": "user", "content": messages[-1]["content"].rstrip() + "\n\n" + instruction}
-            else:
-                messages.append({"role": "user", "content": instruction})
-        body.update({"temperature": 0.0, max_tokens_param: 1, "logprobs": True, "top_logprobs": top_logprobs})
-    else:
-        body.update({"temperature": request.temperature, max_tokens_param: request.max_tokens})
-        if request.json_schema is not None:
-            name = str(request.json_schema.get("title") or "judgment")
-            name = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:64] or "judgment"
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "schema": request.json_schema, "strict": False},
-            }
-    return body, extra
-
-
-def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise _Retryable("malformed answer: no choices")
-    first = choices[0]
-    if not isinstance(first, dict):
-        raise _Retryable("malformed answer: a choice is not an object")
-    return first
-
-
-def _usage(data: dict[str, Any]) -> tuple[int, int]:
-    usage = data.get("usage")
-    if not isinstance(usage, dict):
-        return 0, 0
-    tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (tin if isinstance(tin, int) else 0), (tout if isinstance(tout, int) else 0)
-
-
-def _extra(data: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:
-    extra: dict[str, Any] = {}
-    for key in ("model", "system_fingerprint", "id"):
-        if isinstance(data.get(key), str):
-            extra["served_" + key if key != "id" else "response_id"] = data[key]
-    if isinstance(choice.get("finish_reason"), str):
-        extra["finish_reason"] = choice["finish_reason"]
-    return extra
-
-
-def parse_generate(data: dict[str, Any]) -> CallResult:
-    """A CallResult from a chat completion, or _Retryable when it carries no text."""
-    choice = _first_choice(data)
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        raise _Retryable("malformed answer: the choice has no message")
-    content = message.get("content")
-    if not isinstance(content, str):
-        refusal = message.get("refusal")
-        if isinstance(refusal, str) and refusal:
-            raise _Retryable(f"the model refused: {refusal[:200]}")
-        raise _Retryable("malformed answer: the message has no content")
-    tin, tout = _usage(data)
-    return CallResult(text=content, tokens_in=tin, tokens_out=tout, extra=_extra(data, choice))
-
-
-def _logprob(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    if math.isnan(value) or value > 0:
-        return None
-    return value
-
-
-def parse_logprobs(data: dict[str, Any], choices: tuple[str, ...]) -> CallResult:
-    """Choice probabilities from the first generated token's top_logprobs.
-
-    Each choice takes the highest log-probability among tokens whose text, stripped of
-    whitespace, equals it (" 2" and "2" both count for "2"); a choice absent from the list
-    gets -inf. Raises LogprobsUnsupported when the server sent no log-probabilities.
-    """
-    choice = _first_choice(data)
-    lp = choice.get("logprobs")
-    content = lp.get("content") if isinstance(lp, dict) else None
-    if not isinstance(content, list) or not content:
-        raise LogprobsUnsupported("the server answered without logprobs")
-    first = content[0]
-    if not isinstance(first, dict):
-        raise _Retryable("malformed answer: a logprobs entry is not an object")
-    top = first.get("top_logprobs")
-    if not isinstance(top, list) or not top:
-        raise LogprobsUnsupported("the server answered without top_logprobs alternatives")
-    candidates = [first, *top]
-    by_choice = {c: -math.inf for c in choices}
-    seen: list[list[Any]] = []
-    for cand in candidates:
-        if not isinstance(cand, dict) or not isinstance(cand.get("token"), str):
-            raise _Retryable("malformed answer: a logprobs entry has no token")
-        value = _logprob(cand.get("logprob"))
-        if value is None:
-            raise _Retryable(f"malformed answer: token {cand['token']!r} has logprob {cand.get('logprob')!r}")
-        seen.append([cand["token"], value])
-        key = cand["token"].strip()
-        if key in by_choice and value > by_choice[key]:
-            by_choice[key] = value
-    probs, mass = normalise_choice_probs(by_choice)
-    text = max(probs, key=lambda c: probs[c]) if mass > 0 else ""
-    tin, tout = _usage(data)
-    extra = _extra(data, choice)
-    extra["generated_token"] = first["token"]
-    extra["top_logprobs"] = seen[1:]
-    return CallResult(text=text, probs=probs, choice_mass=mass, tokens_in=tin, tokens_out=tout, extra=extra)
-
-
-def _decode(payload: bytes) -> dict[str, Any]:
-    """The response body as a JSON object, or _Retryable."""
-    try:
-        data = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        shown = payload[:80].decode("utf-8", "replace").replace("\n", " ")
-        raise _Retryable(f"malformed answer: not JSON ({shown!r})") from None
-    if not isinstance(data, dict):
-        raise _Retryable(f"malformed answer: a JSON {type(data).__name__}, not an object")
-    return data
-
-
-# --------------------------------------------------------------------------------------
-# the backend
+# the backend: client pool and retries
 # --------------------------------------------------------------------------------------
 # The header that asks the SDK for the unparsed HTTP response (what `with_raw_response` sets).
 _RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
@@ -456,9 +195,9 @@ class OpenAICompatBackend(Backend):
             raise BackendError(f"openai: base URL {public_base_url(base_url)!r} should look like http(s)://HOST[:PORT]/v1")
         self.model = model
         # The URL as given may carry credentials (user:password@, ?key=...): kept out of sight.
-        self._base_url = _Secret(base_url)
+        self._base_url = Secret(base_url)
         self.public_base_url = public_base_url(base_url)
-        self._key = _Secret(api_key) if api_key else None
+        self._key = Secret(api_key) if api_key else None
         self.max_concurrency = int(concurrency)
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
@@ -591,7 +330,7 @@ class OpenAICompatBackend(Backend):
         while True:
             try:
                 result = await self._attempt(client, request, body, extra_body)
-            except _Retryable as failure:
+            except Retryable as failure:
                 reason = self._scrub(failure.reason)
                 if attempt >= self.max_retries:
                     raise BackendError(
@@ -634,17 +373,17 @@ class OpenAICompatBackend(Backend):
             if self._key:  # a server that echoes the key into its answer must not get it stored
                 payload = payload.replace(self._key.reveal().encode(), b"***")
         except (asyncio.TimeoutError, TimeoutError):
-            raise _Retryable(f"timeout: no answer within {self.timeout_s:g} s") from None
+            raise Retryable(f"timeout: no answer within {self.timeout_s:g} s") from None
         except openai.APITimeoutError:
-            raise _Retryable(f"timeout: no answer within {self.timeout_s:g} s") from None
+            raise Retryable(f"timeout: no answer within {self.timeout_s:g} s") from None
         except openai.APIConnectionError as exc:
             cause = type(exc.__cause__).__name__ if exc.__cause__ else "no detail"
-            raise _Retryable(f"connection error: {cause}") from None
+            raise Retryable(f"connection error: {cause}") from None
         except openai.APIStatusError as exc:
             self._status_failure(exc, request)
         except openai.OpenAIError as exc:
             raise BackendError(f"{self.name} at {self.public_base_url}: {self._scrub(str(exc))}") from None
-        data = _decode(payload)
+        data = decode_answer(payload)
         if request.mode == "logprobs":
             try:
                 result = parse_logprobs(data, request.choices)
@@ -653,7 +392,7 @@ class OpenAICompatBackend(Backend):
                     # This server has scored many times: one answer without logprobs is a glitch to
                     # retry, not a reason to switch the whole judge to generate mode. (Below that
                     # count, answers racing in the first wave keep the old rule: cannot score.)
-                    raise _Retryable(f"malformed answer: {exc}") from None
+                    raise Retryable(f"malformed answer: {exc}") from None
                 raise LogprobsUnsupported(f"{self.name} at {self.public_base_url}: {exc}") from None
             with self._lock:
                 self._logprobs_answers += 1
@@ -661,12 +400,12 @@ class OpenAICompatBackend(Backend):
         return parse_generate(data)
 
     def _status_failure(self, exc: Any, request: CallRequest) -> None:
-        """Turn an HTTP error status into _Retryable, LogprobsUnsupported or BackendError (always raises)."""
+        """Turn an HTTP error status into Retryable, LogprobsUnsupported or BackendError (always raises)."""
         status = int(exc.status_code)
         message = self._scrub(_server_message(exc))
         if status in RETRYABLE_STATUS:
             headers = dict(exc.response.headers) if getattr(exc, "response", None) is not None else None
-            raise _Retryable(f"HTTP {status}: {message}", parse_retry_after(headers)) from None
+            raise Retryable(f"HTTP {status}: {message}", parse_retry_after(headers)) from None
         if request.mode == "logprobs" and status in (400, 422, 501) and "logprob" in message.lower():
             raise LogprobsUnsupported(
                 f"{self.name} at {self.public_base_url} rejects logprobs requests (HTTP {status}: {message})"
@@ -786,133 +525,3 @@ def create(
         backoff_max_s=float(backoff_max_s),
         max_retry_after_s=float(max_retry_after_s),
     )
-
-
-# --------------------------------------------------------------------------------------
-# OpenAI Batch API files (no network: write the requests, read the results)
-# --------------------------------------------------------------------------------------
-def write_batch_file(
-    requests: Mapping[str, CallRequest] | Iterable[tuple[str, CallRequest]],
-    path: str | os.PathLike[str],
-    model: str,
-    *,
-    top_logprobs: int = 20,
-    answer_prefix_mode: AnswerPrefixMode = "instruct",
-    max_tokens_param: str = "max_tokens",
-) -> int:
-    """Write one Batch API request line per (custom_id, request); returns the number written.
-
-    The bodies are exactly what the live backend would send (logprobs-mode requests included).
-    """
-    items = list(requests.items()) if isinstance(requests, Mapping) else list(requests)
-    seen: set[str] = set()
-    lines: list[str] = []
-    for custom_id, request in items:
-        if not isinstance(custom_id, str) or not custom_id:
-            raise BackendError(f"batch custom_id must be a non-empty string, got {custom_id!r}")
-        if custom_id in seen:
-            raise BackendError(f"batch custom_id {custom_id!r} appears twice")
-        seen.add(custom_id)
-        line = batch_request_line(custom_id, request, model, top_logprobs=top_logprobs,
-                                  answer_prefix_mode=answer_prefix_mode, max_tokens_param=max_tokens_param)
-        lines.append(json.dumps(line, ensure_ascii=False))
-    atomic_write_text(path, "".join(line + "\n" for line in lines))
-    return len(lines)
-
-
-def batch_request_line(custom_id: str, request: CallRequest, model: str, *, top_logprobs: int = 20,
-                       answer_prefix_mode: AnswerPrefixMode = "instruct",
-                       max_tokens_param: str = "max_tokens") -> dict[str, Any]:
-    """One Batch API request line: the body exactly as the live backend would post it."""
-    body, extra = build_chat_body(request, model, top_logprobs=top_logprobs, answer_prefix_mode=answer_prefix_mode,
-                                  max_tokens_param=max_tokens_param)
-    return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": {**body, **extra}}
-
-
-def read_batch_results(
-    path: str | os.PathLike[str],
-    requests: Mapping[str, CallRequest] | None = None,
-    *,
-    allow_errors: bool = False,
-) -> dict[str, CallResult]:
-    """custom_id -> CallResult from a Batch API output file.
-
-    Pass the original `requests` (custom_id -> CallRequest) so logprobs-mode answers become
-    choice probabilities; without them every line is read as generated text. A failed line
-    (an error, a non-200 status, an answer without text) raises BackendError naming the failed
-    ids, unless `allow_errors`, in which case failed ids are left out of the result.
-    """
-    results: dict[str, CallResult] = {}
-    failures: list[tuple[str, str]] = []
-    for cid, (lineno, line) in read_batch_lines(path).items():
-        request = requests.get(cid) if requests is not None else None
-        if requests is not None and request is None:
-            raise InputError(path, lineno, "a custom_id among the requests given", cid)
-        try:
-            results[cid] = batch_result(line, request)
-        except BackendError as exc:
-            failures.append((cid, str(exc)))
-    if failures and not allow_errors:
-        shown = "; ".join(f"{cid}: {why}" for cid, why in failures[:5])
-        more = f" (and {len(failures) - 5} more)" if len(failures) > 5 else ""
-        raise BackendError(f"{len(failures)} batch requests in {path} failed: {shown}{more}")
-    return results
-
-
-def read_batch_lines(path: str | os.PathLike[str]) -> dict[str, tuple[int, dict[str, Any]]]:
-    """custom_id -> (line number, the parsed line) of a Batch API output file."""
-    lines: dict[str, tuple[int, dict[str, Any]]] = {}
-    try:
-        fh = Path(path).open(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(path, None, "a Batch API output file", exc.strerror or type(exc).__name__) from None
-    with fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-            except json.JSONDecodeError:
-                raise InputError(path, lineno, "a JSON object (a Batch API output line)", raw.strip()) from None
-            if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str):
-                raise InputError(path, lineno, "a JSON object with a string custom_id", raw.strip())
-            cid = line["custom_id"]
-            if cid in lines:
-                raise InputError(path, lineno, f"a custom_id not seen before ({cid!r} repeats)")
-            lines[cid] = (lineno, line)
-    return lines
-
-
-def batch_result(line: dict[str, Any], request: CallRequest | None) -> CallResult:
-    """The CallResult of one Batch API output line (logprobs mode when `request` asks for it);
-    BackendError with the reason when the line is a failure or its answer cannot be read."""
-    reason = _batch_failure(line)
-    if reason is None:
-        data = line["response"]["body"]
-        try:
-            if request is not None and request.mode == "logprobs":
-                return parse_logprobs(data, request.choices)
-            return parse_generate(data)
-        except (_Retryable, LogprobsUnsupported) as exc:
-            reason = str(exc)
-    raise BackendError(reason)
-
-
-def _batch_failure(line: dict[str, Any]) -> str | None:
-    error = line.get("error")
-    if error:
-        if isinstance(error, dict):
-            return f"{error.get('code') or 'error'}: {error.get('message') or 'no message'}"
-        return str(error)
-    response = line.get("response")
-    if not isinstance(response, dict):
-        return "no response"
-    status = response.get("status_code")
-    if status != 200:
-        body = response.get("body")
-        err = body.get("error") if isinstance(body, dict) else None
-        msg = err.get("message") if isinstance(err, dict) else None
-        return f"HTTP {status}: {msg or 'no message'}"
-    if not isinstance(response.get("body"), dict):
-        return "response without a body"
-    return None

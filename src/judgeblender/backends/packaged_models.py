@@ -9,14 +9,15 @@ renamed into place only when the hash matches, so a half-written file is never u
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
 
 from ..errors import JudgeblenderError, MissingExtraError
+from ..fileio import atomic_writer
+from ..hashing import CHUNK_BYTES
+from ..paths import models_cache_dir
 
 
 def _qwen_chunks() -> list[Path]:
@@ -70,13 +71,6 @@ GEMMA = PackagedModel(
 PACKAGED: dict[str, PackagedModel] = {"default": QWEN, QWEN.name: QWEN, GEMMA.name: GEMMA}
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("JUDGEBLENDER_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "judgeblender"
-    )
-    return Path(base) / "models"
-
-
 def _marker(path: Path) -> Path:
     return path.with_name(path.name + ".verified")
 
@@ -94,32 +88,24 @@ def ensure_model(name: str) -> Path:
     if name not in PACKAGED:
         raise JudgeblenderError(f"no packaged model {name!r}; packaged: {', '.join(sorted(PACKAGED))}")
     model = PACKAGED[name]
-    target = cache_dir() / model.filename
+    target = models_cache_dir() / model.filename
     if _verified(target, model):
         return target
     chunks = model.chunk_paths()
     missing = [str(p) for p in chunks if not p.exists()]
     if missing:
         raise JudgeblenderError(f"packaged model {model.name!r} is missing chunk files: {', '.join(missing)}")
-    target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(prefix=f".{model.filename}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in chunks:
-                with open(chunk, "rb") as src:
-                    while block := src.read(1 << 22):
-                        digest.update(block)
-                        out.write(block)
+    with atomic_writer(target) as out:  # renamed into place only if the hash matches
+        for chunk in chunks:
+            with open(chunk, "rb") as src:
+                while block := src.read(CHUNK_BYTES):
+                    digest.update(block)
+                    out.write(block)
         if digest.hexdigest() != model.sha256:
             raise JudgeblenderError(
                 f"assembled {model.name!r} has sha256 {digest.hexdigest()}, expected {model.sha256}: "
                 "reinstall the model packages (pip install --force-reinstall 'judgeblender[models]')"
             )
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     _marker(target).write_text(f"{model.sha256} {target.stat().st_mtime_ns}\n")
     return target

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError, InputError
-from .base import Backend, CallRequest, CallResult, LogprobsUnsupported, normalise_choice_probs
+from ..calls import CallRequest, CallResult
+from .base import Backend, LogprobsUnsupported, normalise_choice_probs
 
 
 class ScriptedBackend(Backend):

@@ -23,22 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..kappa import cohen_kappa
 from .blender import Blender
 from .probability import DEFAULT_THRESHOLDS, cut, expected_score
 from .votes import ABSTAIN, LABELS, N_LABELS, BallotTable
 
 LEARNERS = ("weights", "thresholds", "logistic")
 MAX_CANDIDATES = 64  # threshold candidates per cut point: keeps the search cheap on continuous scores
-
-
-def cohen_kappa(gold: Sequence[int], pred: Sequence[int]) -> float:
-    """Unweighted Cohen's kappa over labels 0..3 (scikit-learn); NaN when undefined."""
-    from sklearn.metrics import cohen_kappa_score
-
-    if len(gold) == 0:
-        return float("nan")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return float(cohen_kappa_score(gold, pred, labels=list(LABELS)))
 
 
 def gold_vector(table: BallotTable, gold: Mapping[str, Mapping[str, int]]) -> np.ndarray:

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
-from ..pairs.qrels import Qrels, read_qrels, read_qrels_abstaining
+from ..pairs.qrels import read_prediction, read_qrels
 from .console import console
 
 
@@ -23,18 +23,9 @@ INVALID_LABELS_HELP = ("A predicted label that is not an integer 0..3 (e.g. '1.'
                        "file:line, 'abstain' leaves the pair unlabelled and counts it as invalid.")
 
 
-def read_prediction(path: Path, invalid_labels: str) -> tuple[Qrels, int]:
-    """A judge's qrels and how many of its labels were unreadable (always 0 with 'error')."""
-    if invalid_labels == "error":
-        return read_qrels(path, allowed=LEVELS), 0
-    if invalid_labels != "abstain":
+def check_invalid_labels(invalid_labels: str) -> None:
+    if invalid_labels not in ("error", "abstain"):
         raise typer.BadParameter("'error' or 'abstain'", param_hint="--invalid-labels")
-    pairs, bad = read_qrels_abstaining(path, range(4))
-    qrels: Qrels = {}
-    for (qid, docid), label in pairs.items():
-        if label is not None:
-            qrels.setdefault(qid, {})[docid] = label
-    return qrels, bad
 
 
 def agreement_table(reports: list[AgreementReport], gold: Path, n_gold: int) -> Table:
@@ -81,6 +72,7 @@ def register(app: typer.Typer) -> None:
         invalid_labels: str = typer.Option("error", "--invalid-labels", help=INVALID_LABELS_HELP),
     ) -> None:
         """How well predicted labels agree with gold labels, on the pairs both label."""
+        check_invalid_labels(invalid_labels)
         gold_qrels = read_qrels(gold, allowed=LEVELS)
         reports = []
         for path in predictions:

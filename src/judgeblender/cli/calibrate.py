@@ -13,7 +13,7 @@ from ..blend import load_details, load_qrels_ballots
 from ..errors import JudgeblenderError
 from ..judges.calibrate_panel import Calibration, Candidate, blender_for, calibrate
 from ..pairs import Pair, read_corpus, read_qrels, read_queries, read_runs_dir
-from ..pairs.textfile import atomic_write_text
+from ..fileio import atomic_write_text
 from .console import console, err_console
 
 

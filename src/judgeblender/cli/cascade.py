@@ -14,7 +14,7 @@ from ..judges.cascade import CascadePolicy, cascade
 from ..judges.factory import PAIR_JUDGES
 from ..pairs import read_corpus, read_pairs, read_queries
 from ..pairs.qrels import write_qrels
-from ..pairs.textfile import atomic_write_text
+from ..fileio import atomic_write_text
 from ..store import CallStore
 from .console import console, err_console
 from .judge import print_summary

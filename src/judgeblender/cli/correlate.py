@@ -15,8 +15,9 @@ from ..evaluate.leaderboard import DEFAULT_MEASURES, CorrelationReport, correlat
 from ..evaluate.svgplot import grid_svg
 from ..pairs.qrels import read_qrels
 from ..pairs.runs import read_runs_dir
-from ..pairs.textfile import atomic_write_text
-from .agree import INVALID_LABELS_HELP, read_prediction
+from ..fileio import atomic_write_text
+from ..pairs.qrels import read_prediction
+from .agree import INVALID_LABELS_HELP, check_invalid_labels
 from .console import console, err_console
 
 
@@ -88,6 +89,7 @@ def register(app: typer.Typer) -> None:
         invalid_labels: str = typer.Option("error", "--invalid-labels", help=INVALID_LABELS_HELP),
     ) -> None:
         """Correlation between the leaderboard of runs under gold labels and under each prediction."""
+        check_invalid_labels(invalid_labels)
         gold_qrels = read_qrels(gold)
         preds = {}
         for path in predictions:

@@ -9,9 +9,9 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ..backends.packaged_models import cache_dir
 from ..judges import Judge, JudgeSpec, judge_pairs
 from ..pairs import Pair, read_corpus, read_qrels, read_queries
+from ..paths import demo_store_path
 from ..store import CallStore
 from .console import console
 from .judge import print_summary
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         pairs = [Pair(q, d) for q, docs in gold.items() for d in docs]
         opts = {"n_threads": threads} if threads else {}
         judge = Judge(JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=True))
-        store_file = store_path or cache_dir().parent / "demo.sqlite"
+        store_file = store_path or demo_store_path()
         with CallStore(store_file) as store, RichReporter(progress) as reporter:
             run = judge_pairs([judge], pairs, queries, corpus, store, reporter)
         judgments = run.judgments[judge.id]

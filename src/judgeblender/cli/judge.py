@@ -13,7 +13,9 @@ from ..backends.batch import BatchRequests, use_batch_files
 from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
 from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import final_labels, write_details, write_qrels_file
-from ..pairs import read_corpus, read_pairs, read_queries
+from ..judges.panel import get_panel
+from ..judges.run_panel import run_panel, write_panel_run
+from ..pairs import Pair, read_corpus, read_pairs, read_queries
 from ..store import CallStore
 from .console import console, err_console
 from .options import ApiKeyEnv, BaseUrl, Concurrency, Progress, Threads, Timeout, backend_options
@@ -48,6 +50,32 @@ def print_summary(run, skipped_note: bool = True) -> None:
     if skipped_note and run.skipped:
         err_console.print(f"[yellow]skipped[/] {len(run.skipped)} pairs with a missing query or passage "
                           f"(first: {', '.join(f'{p.qid}/{p.docid}' for p, _ in run.skipped[:5])})")
+
+
+def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: list[Pair], queries: dict[str, str],
+                      corpus: dict[str, str], out: Path, details: Path | None, store_path: Path, options: dict,
+                      mode: str, seed: int, allow_fallback: bool, invalid_policy: str, skip_missing: bool,
+                      redact: bool, progress: bool, json_summary: bool, batch_read: Path | None,
+                      batch_write: Path | None) -> None:
+    """`judge --panel`: run the panel (judges/run_panel.py), write its files, print its summary."""
+    panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
+                      invalid_policy=invalid_policy)
+    with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
+        result = run_panel(panel, pairs, queries, corpus, store, reporter, skip_missing, batch_read, batch_write)
+    write_batch_requests(result.batch_queue)
+    n, details_path = write_panel_run(result, out, details)
+    run = result.run
+    print_summary(run)
+    if result.flagged:
+        err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(result.flagged))}", highlight=False)
+    for line in result.result.summary_lines():
+        err_console.print(line, markup=False)
+    err_console.print(f"wrote {n} blended judgments to {out} and every judge's label to {details_path}")
+    if json_summary:
+        console.print_json(json.dumps({"qrels": str(out), "details": str(details_path), "panel": result.blend_info,
+                                       "judged": n, "unjudged": dict(result.result.unjudged()),
+                                       "judges": summary_rows(run), "skipped": len(run.skipped),
+                                       "injection_flagged": len(result.flagged)}))
 
 
 def register(app: typer.Typer) -> None:
@@ -91,11 +119,9 @@ def register(app: typer.Typer) -> None:
         passages = read_corpus(corpus, wanted={p.docid for p in pair_list})
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
         if panel:
-            from .panel_run import run_panel
-
-            run_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts, mode,
-                      seed, allow_fallback, invalid_policy, skip_missing, redact, progress, json_summary,
-                      batch=(batch_read, batch_write))
+            _judge_with_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts,
+                              mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
+                              json_summary, batch_read, batch_write)
             return
         spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=allow_fallback,
                          invalid_policy=invalid_policy, seed=seed)

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from ..errors import JudgeblenderError
-from ..pairs.textfile import atomic_write_text
+from ..fileio import atomic_write_text
 from ..store import CallStore, export_jsonl
 from .console import console, err_console
 

@@ -6,20 +6,9 @@ what the labels are for, ranking systems (leaderboard correlation, bias by syste
 
 from .agreement import AgreementReport, agreement
 from .bias import GroupBias, group_bias, leaderboard_ranks, leaderboard_scatter, read_groups, report_bias
-from .leaderboard import (
-    DEFAULT_MEASURES,
-    CorrelationReport,
-    RunSet,
-    bootstrap_intervals,
-    bootstrap_query_counts,
-    correlate,
-    evaluate_runs,
-    kendall_tau,
-    parse_measures,
-    spearman_rho,
-    tau_ap,
-    tau_ap_symmetric,
-)
+from .bootstrap import bootstrap_intervals, bootstrap_query_counts
+from .leaderboard import DEFAULT_MEASURES, CorrelationReport, RunSet, correlate, evaluate_runs, parse_measures
+from .rank_correlation import kendall_tau, spearman_rho, tau_ap, tau_ap_symmetric
 from .svgplot import Point, Scatter, grid_svg, scatter_svg
 
 __all__ = [

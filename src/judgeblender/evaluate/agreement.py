@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..kappa import cohen_kappa
 from ..pairs.qrels import Qrels, qrels_size
 
 LEVELS = (0, 1, 2, 3)
@@ -104,10 +105,10 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0) -> Agreemen
         coverage=n / n_gold,
         invalid=invalid,
         accuracy=float(np.trace(cm) / n),
-        kappa=_kappa(g, p, list(LEVELS), None),
-        kappa_binary=_kappa(gb, pb, [0, 1], None),
-        weighted_kappa_linear=_kappa(g, p, list(LEVELS), "linear"),
-        weighted_kappa_quadratic=_kappa(g, p, list(LEVELS), "quadratic"),
+        kappa=cohen_kappa(g, p, LEVELS),
+        kappa_binary=cohen_kappa(gb, pb, (0, 1)),
+        weighted_kappa_linear=cohen_kappa(g, p, LEVELS, "linear"),
+        weighted_kappa_quadratic=cohen_kappa(g, p, LEVELS, "quadratic"),
         alpha_ordinal=_alpha_ordinal(g, p),
         confusion=cm.astype(int).tolist(),
         per_level_accuracy=per_level,
@@ -118,16 +119,6 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0) -> Agreemen
     if undefined:
         notes.append(f"undefined (NaN) on these pairs: {', '.join(undefined)}")
     return report
-
-
-def _kappa(a: np.ndarray, b: np.ndarray, labels: list[int], weights: str | None) -> float:
-    from sklearn.metrics import cohen_kappa_score
-
-    # sklearn warns and returns NaN when expected disagreement is zero; the note covers it.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        value = cohen_kappa_score(a, b, labels=labels, weights=weights, replace_undefined_by=np.nan)
-    return float(value)
 
 
 def _alpha_ordinal(a: np.ndarray, b: np.ndarray) -> float:

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..pairs.textfile import iter_lines
-from .leaderboard import CorrelationReport, average_ranks
+from .leaderboard import CorrelationReport
+from .rank_correlation import average_ranks
 from .svgplot import Point, Scatter
 
 UNGROUPED = "(ungrouped)"

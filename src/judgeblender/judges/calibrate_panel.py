@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..blend import BallotTable, Blender, blend
-from ..blend.calibrate import cohen_kappa, evaluate_split, fit_blend, gold_vector, split_by_queries
+from ..blend.calibrate import evaluate_split, fit_blend, gold_vector, split_by_queries
 from ..errors import JudgeblenderError
+from ..kappa import cohen_kappa
 
 MIN_QUERIES = 4
 MIN_PAIRS = 40

@@ -24,7 +24,6 @@ so a re-run or another jury with the same scorer encodes nothing twice.
 
 from __future__ import annotations
 
-import hashlib
 from abc import ABC, abstractmethod
 import time
 from contextlib import contextmanager
@@ -34,11 +33,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import JudgeblenderError, require
+from ..hashing import sha256_file, sha256_text
 from ..pairs import Pair
 from ..pairs.qrels import read_qrels
 from ..store import CallStore
-from ..store.calls import sha256_file
-from ..store.embeddings import get_vectors, put_vectors, text_key
+from ..store.embeddings import get_vectors, put_vectors
 from .engine import JudgeStats, Reporter, SilentReporter
 from .judge import JudgeSpec
 from .judgment import Judgment, StepOutcome
@@ -82,11 +81,11 @@ def model_folder(model: str) -> Path:
 
 def folder_digest(folder: Path, store: CallStore | None) -> str:
     """sha256 over every file's relative path and content hash: the model's identity."""
-    h = hashlib.sha256()
+    lines = []
     for f in sorted(p for p in folder.rglob("*") if p.is_file()):
         digest = store.file_sha256(f) if store else sha256_file(f)
-        h.update(f"{f.relative_to(folder).as_posix()}\0{digest}\n".encode())
-    return h.hexdigest()
+        lines.append(f"{f.relative_to(folder).as_posix()}\0{digest}\n")
+    return sha256_text("".join(lines))
 
 
 @contextmanager
@@ -281,8 +280,8 @@ class EmbeddingJudge(ScorerJudge):
         queries = [q for q, _ in texts(items)]
         passages = [p for _, p in texts(items)]
         # The role is part of the key: a model with query/document prompts embeds one text two ways.
-        q_keys = [text_key("query\0" + q) for q in queries]
-        p_keys = [text_key("document\0" + p) for p in passages]
+        q_keys = [sha256_text("query\0" + q) for q in queries]
+        p_keys = [sha256_text("document\0" + p) for p in passages]
         qv = self._vectors(store, dict(zip(q_keys, queries)), lambda t: self._encode(t, "query"),
                            reporter, stats, "queries")
         pv = self._vectors(store, dict(zip(p_keys, passages)), lambda t: self._encode(t, "document"),
@@ -325,7 +324,7 @@ class CrossEncoderJudge(ScorerJudge):
         reporter = reporter or SilentReporter()
         stats = stats or JudgeStats(self.id)
         pairs = texts(items)
-        keys = [text_key(f"{q}\0{p}") for q, p in pairs]
+        keys = [sha256_text(f"{q}\0{p}") for q, p in pairs]
 
         def predict(block: list[tuple[str, str]]) -> np.ndarray:
             out = self.model.predict(block, batch_size=self.batch_size, convert_to_numpy=True,

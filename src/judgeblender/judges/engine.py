@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .. import asyncrun
-from ..backends.base import CallRequest, CallResult, LogprobsUnsupported, Message
+from ..backends.base import LogprobsUnsupported
+from ..calls import CallRequest, CallResult, Message, call_key
 from ..errors import BackendError, JudgeblenderError, MissingItemsError
 from ..pairs import Pair
 from ..parse import parse_grade, parse_yesno
 from ..parse.verdict import parse_verdict
 from ..prompts import Step
-from ..store import CallStore, call_key
+from ..store import CallStore
 from .judge import Judge
 from .judgment import Judgment, StepOutcome
 from .truncate import passage_budget, truncate_passage

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backends.base import Backend, Mode
+from ..backends.base import Backend
+from ..calls import Mode
 from ..backends.registry import create_backend
 from ..errors import JudgeblenderError
 from ..prompts import PromptTemplate, get_template

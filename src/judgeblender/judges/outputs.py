@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..fileio import atomic_write_text
 from ..pairs import Pair
 from ..pairs.qrels import format_qrels
-from ..pairs.textfile import atomic_write_text
 from .engine import JudgeRun
 
 

@@ -22,6 +22,10 @@ from itertools import combinations
 import numpy as np
 
 from ..errors import JudgeblenderError
+from ..kappa import kappa_from_confusion
+
+# kappas closer than this are equal up to rounding (the order of a sum can move the last bits)
+KAPPA_TIE = 1e-12
 
 GRADED_LABELS = (0, 1, 2, 3)
 BINARY_LABELS = (0, 2)
@@ -70,16 +74,6 @@ class Cuts:
                                                                                         self.labels[1:])])
 
 
-def kappa(confusion: np.ndarray) -> np.ndarray:
-    """Cohen's kappa of confusion matrices (..., k, k); NaN where chance agreement is total."""
-    confusion = np.asarray(confusion, dtype=float)
-    n = confusion.sum(axis=(-2, -1))
-    observed = np.trace(confusion, axis1=-2, axis2=-1) / n
-    chance = (confusion.sum(axis=-1) * confusion.sum(axis=-2)).sum(axis=-1) / n**2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(chance < 1, (observed - chance) / (1 - chance), np.nan)
-
-
 def _candidates(sorted_scores: np.ndarray, grid: int) -> np.ndarray:
     """Positions in the sorted scores where a cut may fall: between distinct values, at quantiles."""
     change = np.flatnonzero(np.diff(sorted_scores) > 0) + 1  # first index of each new value
@@ -124,8 +118,9 @@ def fit_cuts(scores: Sequence[float], gold: Sequence[int], target: str = "graded
     bounds = np.array([(0, *c, n) for c in combinations(cand, len(classes) - 1)])  # (trials, k+1)
     # confusion[t, predicted, gold] = gold-class counts in the segment of predicted label t
     segments = prefix[bounds[:, 1:]] - prefix[bounds[:, :-1]]  # (trials, k, k): rows = predicted
-    scores_k = kappa(segments)
-    best = int(np.nanargmax(scores_k))
+    scores_k = kappa_from_confusion(segments)
+    # the first (lowest) of equally good cuts: kappas equal but for rounding count as ties
+    best = int(np.flatnonzero(scores_k >= np.nanmax(scores_k) - KAPPA_TIE)[0])
     cut_at = bounds[best, 1:-1]
     points = tuple(float((s[i - 1] + s[i]) / 2) for i in cut_at)
     return Cuts.graded(points) if target == "graded" else Cuts.binary(points[0])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..pairs.pairs import Pair
 from ..pairs.qrels import Qrels
-from ..pairs.textfile import atomic_write_text
+from ..fileio import atomic_write_text
 
 HUMAN, LLM = "human", "llm"
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, JudgeblenderError
+from ..fileio import atomic_write_text
 from .qrels import Qrels, read_qrels
 from .queries import read_queries
 from .runs import Run
-from .textfile import atomic_write_text, iter_lines
+from .textfile import iter_lines
 
 
 @dataclass

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from ..errors import InputError
-from .textfile import atomic_write_text, check_id, clean_lines, iter_lines, report_repair
+from ..errors import InputError, JudgeblenderError
+from ..fileio import atomic_write_text
+from .textfile import check_id, clean_lines, iter_lines, report_repair
 
 Qrels = dict[str, dict[str, int]]
 
@@ -89,3 +90,20 @@ def format_qrels(rows: Iterable[tuple[str, str, int]]) -> str:
 def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
     """Write qrels atomically, queries and documents in the order they are held."""
     atomic_write_text(path, format_qrels((q, d, l) for q, docs in qrels.items() for d, l in docs.items()))
+
+
+def read_prediction(path: str | Path, invalid_labels: str = "error",
+                    allowed: Iterable[int] = range(4)) -> tuple[Qrels, int]:
+    """A judge's qrels and how many of its labels were unreadable. With invalid_labels="error"
+    a label outside `allowed` stops the read naming file and line (and the count is 0); with
+    "abstain" the pair is left unlabelled and counted."""
+    if invalid_labels == "error":
+        return read_qrels(path, allowed=tuple(allowed)), 0
+    if invalid_labels != "abstain":
+        raise JudgeblenderError(f"invalid_labels must be 'error' or 'abstain', not {invalid_labels!r}")
+    pairs, bad = read_qrels_abstaining(path, allowed)
+    qrels: Qrels = {}
+    for (qid, docid), label in pairs.items():
+        if label is not None:
+            qrels.setdefault(qid, {})[docid] = label
+    return qrels, bad

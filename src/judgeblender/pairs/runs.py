@@ -11,10 +11,8 @@ size, mtime and inode, so reading the same run files again skips the parsing.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
-import tempfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..fileio import atomic_writer
+from ..hashing import sha256_text
+from ..paths import runs_cache_dir
 from .decimals import parse_decimal_chars
 from .textfile import iter_lines, read_whole
 
@@ -292,12 +293,6 @@ def _as_bytes(chars: np.ndarray) -> np.ndarray:
 
 # --- parse cache ------------------------------------------------------------------------------
 
-def _cache_folder() -> Path:
-    from ..backends.packaged_models import cache_dir
-
-    return cache_dir().parent / "runs"
-
-
 def _stamp(path: Path) -> tuple[str, np.ndarray] | None:
     try:
         resolved = path.resolve()
@@ -310,7 +305,7 @@ def _stamp(path: Path) -> tuple[str, np.ndarray] | None:
 
 
 def _cache_file(resolved: str) -> Path:
-    return _cache_folder() / (hashlib.sha256(resolved.encode("utf-8")).hexdigest()[:32] + ".npz")
+    return runs_cache_dir() / (sha256_text(resolved)[:32] + ".npz")
 
 
 def _read_cached(path: Path) -> RunColumns | None:
@@ -334,17 +329,9 @@ def _write_cache(path: Path, columns: RunColumns) -> None:
     resolved, key = stamp
     target = _cache_file(resolved)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".npz", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, path=np.array(resolved), stamp=key, qids=np.array(columns.qids, dtype=str),
-                         offsets=columns.offsets, docs=columns.docs, scores=columns.scores)
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_writer(target, suffix=".npz") as fh:
+            np.savez(fh, path=np.array(resolved), stamp=key, qids=np.array(columns.qids, dtype=str),
+                     offsets=columns.offsets, docs=columns.docs, scores=columns.scores)
     except OSError:
         pass  # an unwritable cache folder only costs speed
 

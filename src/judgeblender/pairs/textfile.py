@@ -12,11 +12,8 @@ logger ("note: FILE: ..."; printed on stderr when logging is not configured):
 from __future__ import annotations
 
 import gzip
-import io
 import logging
-import os
 import re
-import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,20 +116,3 @@ def clean_lines(path: str | Path) -> list[str] | None:
     if lines and not lines[-1]:
         lines.pop()
     return lines
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write a file so that readers see the old or the new content, never half of it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with io.open(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..pairs.textfile import atomic_write_text
+from ..fileio import atomic_write_text
 from .data import ReportData, ReportInputs, collect
 from .render import render
 

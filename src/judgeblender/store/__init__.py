@@ -1,5 +1,5 @@
 """Stage 4: the SQLite store of every LLM call and every judgment."""
 
-from .calls import CallStore, call_key, export_jsonl, sha256_file
+from .calls import CallStore, export_jsonl
 
-__all__ = ["CallStore", "call_key", "export_jsonl", "sha256_file"]
+__all__ = ["CallStore", "export_jsonl"]

@@ -1,6 +1,6 @@
 """The call store: every LLM call and its answer in one SQLite file.
 
-A call's key is the sha256 of the backend, the model's identity (file hash, or served name,
+A call's key (`judgeblender.calls.call_key`) is the sha256 of the backend, the model's identity (file hash, or served name,
 revision and endpoint), the rendered messages and every decoding setting. Each finished call
 is committed at once (WAL journal), so a killed run loses only its in-flight calls and a
 re-run finds the rest here instead of calling the model again. API keys are never part of a
@@ -9,9 +9,7 @@ request or identity, so they never reach this file.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -21,22 +19,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..backends.base import CallRequest, CallResult
+from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import JudgeblenderError
+from ..fileio import atomic_write_text
+from ..hashing import sha256_file
 from .migrations import MIGRATIONS
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def call_key(identity: dict[str, Any], request: CallRequest) -> str:
-    payload = canonical_json({"identity": identity, "request": request.key_fields()})
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -253,21 +244,8 @@ class CallStore:
         self.close()
 
 
-def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def export_jsonl(store: CallStore, out: str | Path) -> int:
-    from ..pairs.textfile import atomic_write_text
-
     lines = [canonical_json(rec) + "\n" for rec in store.iter_calls()]
     atomic_write_text(out, "".join(lines))
     return len(lines)
 
-
-def default_store_path() -> Path:
-    return Path(os.environ.get("JUDGEBLENDER_STORE", "judgments.sqlite"))

@@ -7,7 +7,6 @@ determines the output (weights hash, maximum length), like a call key does for L
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -17,12 +16,8 @@ from .calls import CallStore, _now
 CHUNK = 500  # keys per SELECT: well under SQLite's bound-variable limit
 
 
-def text_key(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def get_vectors(store: CallStore, model: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
-    """The stored vectors among `keys` (text_key values); absent keys are simply missing."""
+    """The stored vectors among `keys` (sha256_text of the text); absent keys are simply missing."""
     found: dict[str, np.ndarray] = {}
     unique = list(dict.fromkeys(keys))
     with store._lock:

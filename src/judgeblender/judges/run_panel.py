@@ -1,0 +1,73 @@
+"""Judging with every member of a panel, then blending: the library's side of `judge --panel`.
+
+A panel (a preset or a TOML file, see judges/panel.py) names several judges and how their
+labels are blended. `run_panel` judges the pairs with each member through one store, blends,
+and flags possible prompt injections (reported only: labels stay as judged); `write_panel_run`
+writes the blended qrels and every member's label beside them. Printing is the caller's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..backends.batch import BatchRequests, use_batch_files
+from ..blend import BlendResult
+from ..pairs import Pair
+from ..store import CallStore
+from .engine import JudgeRun, Reporter, judge_pairs
+from .factory import build_judge
+from .injection import flag_pairs
+from .outputs import write_details, write_qrels_file
+from .panel import Panel, blend_run
+
+
+@dataclass
+class PanelRun:
+    """What a panel produced: every member's judgments, the blend, and the blended label per pair."""
+
+    panel: Panel
+    run: JudgeRun
+    result: BlendResult
+    labels: dict[Pair, int]
+    # per pair: why the blend chose its label, the tied labels, and any injection flags
+    extra: dict[Pair, dict[str, Any]]
+    flagged: dict[Pair, list]
+    # the Batch API requests queued with batch_write, still to be written (None without it)
+    batch_queue: BatchRequests | None = None
+    blend_info: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.blend_info = {"panel": self.panel.name, "method": self.panel.method, "tie": self.panel.tie,
+                           "seed": self.panel.seed}
+
+
+def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: dict[str, str],
+              store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
+              batch_read: Path | None = None, batch_write: Path | None = None) -> PanelRun:
+    """Judge `pairs` with every member of `panel` (calls cached in `store`), then blend."""
+    judges = [build_judge(spec) for spec in panel.judges]
+    batch_queue = use_batch_files(judges, batch_read, batch_write)
+    try:
+        run = judge_pairs(judges, pairs, queries, corpus, store, reporter, skip_missing)
+    finally:
+        for judge in judges:
+            getattr(judge, "close", lambda: None)()
+    result = blend_run(run, panel)
+    labels = {Pair(q, d): dec.label for (q, d), dec in zip(result.table.pairs, result.decisions)}
+    extra = {Pair(q, d): {"blend_reason": dec.reason, "tied": list(dec.tied) if dec.tied else None}
+             for (q, d), dec in zip(result.table.pairs, result.decisions)}
+    flagged = flag_pairs(run.pairs, queries, corpus)  # reported only: labels stay as judged
+    for p, found in flagged.items():
+        extra[p]["injection"] = [str(f) for f in found]
+    return PanelRun(panel, run, result, labels, extra, flagged, batch_queue)
+
+
+def write_panel_run(panel_run: PanelRun, out: Path, details: Path | None = None) -> tuple[int, Path]:
+    """Write the blended qrels to `out` and every member's label to `details` (default
+    OUT.details.jsonl); returns how many judgments were written and the details path."""
+    n = write_qrels_file(out, panel_run.run, panel_run.labels)
+    details_path = details or out.with_name(out.name + ".details.jsonl")
+    write_details(details_path, panel_run.run, panel_run.labels, blend=panel_run.blend_info, extra=panel_run.extra)
+    return n, details_path

@@ -1,0 +1,67 @@
+"""Cohen's kappa, once: from label vectors or from (stacks of) confusion matrices, vectorised.
+
+Agreement reports, blend calibration and the embedding judges' cut-point search all score
+labels by kappa, and used to carry four versions of it (scikit-learn calls and a numpy one)
+that disagreed on the undefined case. Here kappa is NaN wherever it is undefined: no pairs,
+or chance agreement already total (both sides give one and the same label), as scikit-learn's
+`cohen_kappa_score(..., replace_undefined_by=np.nan)`. Weighted kappa ("linear" or
+"quadratic") weighs a disagreement by the distance between the labels' positions in
+`labels`, as scikit-learn does. Needs only numpy; imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+WEIGHTS = (None, "linear", "quadratic")
+
+
+def confusion_matrix(a: Sequence[int], b: Sequence[int], labels: Sequence[int]) -> np.ndarray:
+    """counts[i, j]: pairs where `a` gives labels[i] and `b` gives labels[j]; pairs where either
+    side gives a value outside `labels` are left out (as scikit-learn's confusion_matrix does)."""
+    a, b = np.asarray(a), np.asarray(b)
+    values = np.asarray(labels)
+    order = np.argsort(values, kind="stable")
+    k = len(values)
+    ia = np.searchsorted(values[order], a).clip(0, k - 1)
+    ib = np.searchsorted(values[order], b).clip(0, k - 1)
+    keep = (values[order][ia] == a) & (values[order][ib] == b)
+    cells = order[ia[keep]] * k + order[ib[keep]]
+    return np.bincount(cells, minlength=k * k).reshape(k, k)
+
+
+def _disagreement_weights(k: int, weights: str | None) -> np.ndarray:
+    if weights not in WEIGHTS:
+        raise ValueError(f"unknown kappa weights {weights!r}; use one of {WEIGHTS}")
+    i, j = np.indices((k, k))
+    if weights is None:
+        return (i != j).astype(int)
+    return np.abs(i - j) ** (1 if weights == "linear" else 2)
+
+
+def kappa_from_confusion(confusion: np.ndarray, weights: str | None = None) -> np.ndarray:
+    """Cohen's kappa of confusion matrices (..., k, k), one value per matrix; NaN where it is
+    undefined (no pairs, or no disagreement expected by chance)."""
+    confusion = np.asarray(confusion, dtype=float)
+    k = confusion.shape[-1]
+    flat = confusion.reshape(-1, k, k)
+    rows, cols = flat.sum(axis=2), flat.sum(axis=1)
+    n = cols.sum(axis=1)
+    w = _disagreement_weights(k, weights)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # scikit-learn's arithmetic, step for step, so reports match cohen_kappa_score exactly
+        expected = cols[:, :, None] * rows[:, None, :] / n[:, None, None]
+        observed_disagreement = (w * flat).reshape(len(flat), -1).sum(axis=1)
+        expected_disagreement = (w * expected).reshape(len(flat), -1).sum(axis=1)
+        value = 1 - observed_disagreement / expected_disagreement
+    value = np.where((n > 0) & (expected_disagreement > 0), value, np.nan)
+    return value.reshape(confusion.shape[:-2])
+
+
+def cohen_kappa(a: Sequence[int], b: Sequence[int], labels: Sequence[int] = (0, 1, 2, 3),
+                weights: str | None = None) -> float:
+    """Cohen's kappa between two label vectors over `labels` (default the relevance grades 0-3);
+    NaN where it is undefined."""
+    return float(kappa_from_confusion(confusion_matrix(a, b, labels), weights))
