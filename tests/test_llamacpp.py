@@ -6,7 +6,7 @@ from judgeblender.calls import CallRequest, Message
 from judgeblender.backends.registry import create_backend
 from judgeblender.judges import Judge, JudgeSpec, judge_pairs
 from judgeblender.pairs import Pair, read_corpus, read_queries
-from judgeblender.store.calls import call_key
+from judgeblender.calls import call_key
 
 pytestmark = pytest.mark.model
 
