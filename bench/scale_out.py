@@ -8,6 +8,8 @@ Parts (each case runs in its own subprocess, so its peak memory is its own):
   fraction of ideal (concurrency / delay); the driver's CPU per call (process time of the
   driver, Ray's threads in it included);
 - server: the test server's own ceiling (requests/s at delay 0 from a raw HTTP client);
+- ceiling: pairs/s through 4 Ray workers at concurrency 64 against the server at delay 0: the
+  most one driver gets through on this machine (a lower bound: workers and server share its cores);
 - commit: the most answers per second one driver can commit to the store (CallStore.put_many,
   one transaction per answer and per group of 16: the engine groups the answers that arrive
   in the same turn of its event loop);
@@ -215,6 +217,7 @@ def main() -> None:
     full.add_argument("--concurrency", type=int, default=16)
     full.add_argument("--pairs", type=int, default=640)
     full.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    full.add_argument("--ceiling-pairs", type=int, default=4000)
     full.add_argument("--memory-pairs", type=int, nargs="+", default=[10_000, 100_000])
     args = ap.parse_args()
     if args.cmd == "case":
@@ -246,6 +249,13 @@ def main() -> None:
                      server=server.stats())
             res["served"].append(r)
             print("served", r, flush=True)
+        server.close()
+        server = Server(0.0)  # the driver's ceiling through Ray: no model time at all
+        r = run_case({"kind": "served", "url": server.url, "pairs": args.ceiling_pairs, "concurrency": 64,
+                      "workers": 4, "ray": address})
+        r.update(server=server.stats())
+        res["ceiling"] = r
+        print("ceiling", r, flush=True)
         server.close()
         res["commit"] = run_case({"kind": "commit", "rows": 5000})
         print("commit", res["commit"], flush=True)

@@ -310,3 +310,12 @@ def test_a_dead_address_is_an_error_within_seconds(tmp_path, tiny, address):
     assert time.monotonic() - started < 10
     err = one_error(proc)
     assert ("RAY_ADDRESS" in err) if address == "auto" else ("no Ray cluster answers" in err)
+
+
+@pytest.mark.ray
+def test_a_model_file_missing_on_a_worker_node_is_one_error_naming_the_node(cluster, tmp_path, tiny):
+    proc = cli("judge", "-q", tiny / "queries.tsv", "-c", tiny / "corpus.jsonl", "-p", tiny / "qrels.txt",
+               "-o", tmp_path / "o.qrels", "--store", tmp_path / "s.sqlite", "-j", f"scripted:{tmp_path}/nowhere.json",
+               "--ray", cluster, "--ray-workers", "1", check=False)
+    err = one_error(proc)
+    assert "a Ray worker on node" in err and "nowhere.json" in err and "every node" in err
