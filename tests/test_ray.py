@@ -319,3 +319,20 @@ def test_a_model_file_missing_on_a_worker_node_is_one_error_naming_the_node(clus
                "--ray", cluster, "--ray-workers", "1", check=False)
     err = one_error(proc)
     assert "a Ray worker on node" in err and "nowhere.json" in err and "every node" in err
+
+
+@pytest.mark.ray
+def test_ray_local_starts_and_stops_its_own_runtime(tmp_path, tiny):
+    pytest.importorskip("ray")
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(SCRIPT))
+    args = ["judge", "-q", tiny / "queries.tsv", "-c", tiny / "corpus.jsonl", "-p", tiny / "qrels.txt",
+            "-j", f"scripted:{model}", "--no-progress"]
+    cli(*args, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite")
+    env = {k: v for k, v in environ().items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([sys.executable, "-m", "judgeblender", *map(str, args), "-o", tmp_path / "ray.qrels",
+                           "--store", tmp_path / "ray.sqlite", "--ray", "local", "--ray-workers", "1"],
+                          capture_output=True, text=True, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert "Ray: 1 worker of" in proc.stderr
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()

@@ -21,7 +21,7 @@ def ray_judge_cli(spec, address: str, workers: int | None, batch: object = None)
     judge = ray_judge(spec, workers)
     plan = judge.backend.plan
     nodes = len({w["node"] for w in judge.backend.workers_info})
-    err_console.print(f"Ray: {plan.workers} workers of {spec.model} on {nodes} node(s), {plan.cpus:g} CPU "
+    err_console.print(f"Ray: {plan.workers} worker{'s' if plan.workers != 1 else ''} of {spec.model} on {nodes} node(s), {plan.cpus:g} CPU "
                       f"and {plan.gpus:g} GPU each, at most {judge.backend.max_concurrency} calls outstanding",
                       highlight=False)
     return judge
