@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from ..backends.batch import BatchRequests, use_batch_files
+from ..errors import JudgeblenderError
 from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
 from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import final_labels, write_details, write_qrels_file
@@ -18,7 +19,7 @@ from ..judges.run_panel import run_panel, write_panel_run
 from ..pairs import Pair, read_corpus, read_pairs, read_queries
 from ..store import CallStore
 from .console import console, err_console
-from .options import ApiKeyEnv, BaseUrl, Concurrency, Progress, Threads, Timeout, backend_options
+from .options import ApiKeyEnv, BaseUrl, Concurrency, Progress, RayAddress, RayWorkers, Threads, Timeout, backend_options
 from .progress import RichReporter
 
 
@@ -109,6 +110,8 @@ def register(app: typer.Typer) -> None:
         batch_read: Optional[Path] = typer.Option(None, "--batch-read", help="Served models: answer calls from this Batch API output file (see docs/served-models.md)."),
         batch_write: Optional[Path] = typer.Option(None, "--batch-write", help="Served models: write the calls not answered yet to this Batch API requests file instead of calling."),
         progress: Progress = True,
+        ray_address: RayAddress = None,
+        ray_workers: RayWorkers = None,
         json_summary: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
     ) -> None:
         """Judge (query, passage) pairs with an LLM judge (or a panel) and write qrels."""
@@ -118,6 +121,8 @@ def register(app: typer.Typer) -> None:
             pair_list = pair_list[:limit]
         passages = read_corpus(corpus, wanted={p.docid for p in pair_list})
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
+        if panel and ray_address is not None:
+            raise JudgeblenderError("--ray runs one judge for now, not a --panel: run each member with --judge")
         if panel:
             _judge_with_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts,
                               mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
@@ -125,11 +130,20 @@ def register(app: typer.Typer) -> None:
             return
         spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=allow_fallback,
                          invalid_policy=invalid_policy, seed=seed)
-        judge_obj = build_judge(spec)
+        if ray_address is not None:  # Ray is imported only here
+            from .ray_run import ray_judge_cli
+
+            judge_obj = ray_judge_cli(spec, ray_address, ray_workers, batch_read or batch_write)
+        else:
+            judge_obj = build_judge(spec)
         batch_queue = use_batch_files([judge_obj], batch_read, batch_write)
         with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
             run = judge_pairs([judge_obj], pair_list, query_map, passages, store, reporter, skip_missing)
         getattr(judge_obj, "close", lambda: None)()
+        if ray_address is not None:
+            from .ray_run import ray_done
+
+            ray_done()
         write_batch_requests(batch_queue)
         labels = final_labels(run)
         n = write_qrels_file(out, run, labels)

@@ -14,6 +14,12 @@ ApiKeyEnv = Annotated[Optional[str], typer.Option(
 Concurrency = Annotated[Optional[int], typer.Option("--concurrency", help="Requests in flight for served models.")]
 Timeout = Annotated[Optional[float], typer.Option(
     "--timeout", help="Per-request timeout in seconds for served models.")]
+RayAddress = Annotated[Optional[str], typer.Option(
+    "--ray", help="Run the model calls on Ray workers: local (a runtime on this machine), auto ($RAY_ADDRESS), "
+    "HOST:PORT or ray://HOST:10001. Needs the [ray] extra.")]
+RayWorkers = Annotated[Optional[int], typer.Option(
+    "--ray-workers", help="With --ray: workers holding the model [default: as many as the cluster fits; one per node "
+    "for a served model].")]
 Progress = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")]
 
 

@@ -178,6 +178,9 @@ async def _run_calls(
         _, step, req = requests[i]
         outcome = interpret(step, scale, req, result, judge.template.score_range)
         outcome.cached, outcome.attempt = cached, req.seed - judge.spec.seed
+        if "worker" in result.extra:  # answered by a Ray worker (ray_executor): say which
+            requests[i][0].judgment.workers.append({"step": step.id, "attempt": outcome.attempt,
+                                                    **result.extra["worker"]})
         return outcome
 
     def count(i: int, outcome: StepOutcome) -> None:

@@ -36,6 +36,8 @@ class Judgment:
     truncated: dict[str, int] | None = None
     fallback: str | None = None
     stopped_at: str | None = None
+    # the Ray workers (node id, pid) that answered each step's call; empty in a local run
+    workers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -66,4 +68,5 @@ class Judgment:
             "stopped_at": self.stopped_at,
             # fields one level deep (dicts of floats at most): asdict's deep copy is not needed
             "steps": [{f.name: getattr(s, f.name) for f in fields(s)} for s in self.steps],
+            **({"workers": self.workers} if self.workers else {}),  # only where Ray workers answered
         }

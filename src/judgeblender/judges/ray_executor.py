@@ -1,0 +1,297 @@
+"""Judge on a Ray cluster (`judgeblender judge --ray ADDRESS`): the calls run in Ray actors.
+
+The driver keeps the contract: prompts are rendered, keyed and looked up in the store there,
+exactly as in a local run, by the same engine (judges/engine.py). Only the model calls leave it:
+the judge's backend is a `RayBackend`, whose `aexecute` sends the call to one of N actors and
+awaits its ObjectRef (Ray's asyncio integration: each answer resumes its caller as it arrives,
+as a `ray.wait` loop would, and the engine commits it to the store before it counts).
+
+- Each actor (`JudgeWorker`) builds the backend from the judge's spec (model string + options)
+  once, in its own process, and keeps it: an embedded model is loaded once per worker; a served
+  endpoint is called by every worker with its share of the judge's concurrency.
+- The calls outstanding at once are bounded: `workers x per-worker concurrency` (the backend's
+  own concurrency, 1 for an embedded model; for a served model the judge's `concurrency` split
+  over the workers). A killed driver loses at most those.
+- A killed worker loses nothing: actors restart (`MAX_RESTARTS`) and Ray re-runs their calls in
+  flight (`MAX_TASK_RETRIES`); a call the model answered but whose answer died with the worker
+  is asked again, so the model sees at most the calls in flight at the kill a second time.
+- Every answer carries the worker that gave it (`extra["worker"]`: Ray node id and pid); it is
+  stored with the call and shown in the judgment's details (`workers`).
+- Resources per worker come from the judge's options: `ray_cpus` (default: `n_threads`, else 1,
+  for embedded models; 0.5 for a served client), `ray_gpus` (default: 1 when an `hf` judge's
+  `device` is cuda, else 0).
+
+Ray is imported only here, and only when `--ray` is given.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..backends.base import Backend, CallRequest, CallResult, LogprobsUnsupported
+from ..errors import BackendError, JudgeblenderError, MissingExtraError
+
+MAX_RESTARTS = 3  # per actor: a worker killed (OOM, node loss, kill -9) comes back this often
+MAX_TASK_RETRIES = 3  # per call: re-run on the restarted (or another) worker
+LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2  # --ray local: a 2-core, 24 GB machine stays usable
+CONNECT_TIMEOUT_S = 8.0  # a dead address is an error within 10 s, not a hang
+START_TIMEOUT_S = 600.0  # workers loading their model (an embedded model may take minutes)
+SERVED_CPUS_PER_WORKER = 0.5
+RAY_OPTION_KEYS = ("ray_cpus", "ray_gpus")
+EMBEDDED_PREFIXES = ("llamacpp", "hf")
+
+
+def import_ray():
+    """Ray, or an error naming the extra that installs it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingExtraError("ray", "ray", "--ray (judging on a Ray cluster)") from exc
+    return ray
+
+
+def _probe(host: str, port: int, what: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise JudgeblenderError(f"no Ray cluster answers at {what} ({exc.strerror or exc}); "
+                                "start one (`ray start --head`) or use --ray local") from None
+
+
+def _host_port(address: str, default_port: int) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        return address, default_port
+    try:
+        return host.strip("[]") or "127.0.0.1", int(port)
+    except ValueError:
+        raise JudgeblenderError(f"--ray {address!r}: expected local, auto, HOST:PORT or ray://HOST:PORT") from None
+
+
+def connect(address: str) -> bool:
+    """Start or join a Ray runtime; True when this call started it (so it is ours to stop).
+
+    local: a new runtime on this machine, bound to 127.0.0.1, object store capped at
+    LOCAL_OBJECT_STORE_BYTES, this machine's CPUs; auto: the cluster named by $RAY_ADDRESS;
+    HOST:PORT (a head's GCS port) or ray://HOST:PORT (Ray client). The address is probed with a
+    plain socket first: ray.init on a dead address hangs for minutes."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray = import_ray()
+    if ray.is_initialized():  # a notebook or a test already joined a cluster: use it
+        return False
+    if address == "local":
+        ray.init(address="local", num_cpus=os.cpu_count() or 1, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                 include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+                 configure_logging=False)
+        return True
+    if address == "auto":
+        address = os.environ.get("RAY_ADDRESS", "").strip()
+        if not address or address == "auto":
+            raise JudgeblenderError("--ray auto joins the cluster named by RAY_ADDRESS, which is not set; "
+                                    "set it to HOST:PORT or ray://HOST:10001, or use --ray local")
+    if address.startswith("ray://"):
+        _probe(*_host_port(address[len("ray://"):], 10001), address)
+    else:
+        _probe(*_host_port(address, 6379), address)
+    try:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, TimeoutError, RuntimeError) as exc:
+        raise JudgeblenderError(f"could not join the Ray cluster at {address}: {exc}") from None
+    return False
+
+
+def shutdown() -> None:
+    ray = import_ray()
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+class JudgeWorker:
+    """A Ray actor holding one backend, built from the judge's spec once, in the worker."""
+
+    def __init__(self, model: str, options: dict[str, Any]):
+        import ray
+
+        from ..backends.registry import create_backend
+
+        ctx = ray.get_runtime_context()
+        self.worker = {"node": ctx.get_node_id(), "pid": os.getpid()}
+        self.error: str | None = None
+        self.backend: Backend | None = None
+        try:
+            self.backend = create_backend(model, **options)
+        except Exception as exc:  # reported by info(), with the node, instead of a dead actor
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def info(self) -> dict[str, Any]:
+        import judgeblender
+
+        out: dict[str, Any] = {**self.worker, "ip": socket.gethostbyname(socket.gethostname()),
+                               "judgeblender": judgeblender.__file__, "error": self.error}
+        if self.backend is not None:
+            out.update(identity=self.backend.identity(), kind=self.backend.kind,
+                       supports_logprobs=self.backend.supports_logprobs,
+                       max_concurrency=self.backend.max_concurrency, context_tokens=self.backend.context_tokens())
+        return out
+
+    async def execute(self, request: CallRequest) -> tuple[str, Any]:
+        """("ok", result) or (error class name, message): the driver re-raises, so no exception
+        object (nor a traceback) travels, and Ray does not retry an answer the model gave."""
+        try:
+            result = await self.backend.aexecute(request)  # type: ignore[union-attr]
+        except LogprobsUnsupported as exc:
+            return "LogprobsUnsupported", str(exc)
+        except BackendError as exc:
+            return "BackendError", str(exc)
+        result.extra = {**result.extra, "worker": self.worker}
+        return "ok", result
+
+    def count_tokens(self, text: str) -> int | None:
+        return self.backend.count_tokens(text)  # type: ignore[union-attr]
+
+    def retries_total(self) -> int:
+        return int(getattr(self.backend, "retries_total", 0))
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    workers: int
+    cpus: float
+    gpus: float
+    concurrency: int  # per worker
+
+
+def plan_workers(model: str, options: dict[str, Any], workers: int | None, resources: dict[str, float],
+                 nodes: int) -> WorkerPlan:
+    """How many workers, each with what resources and concurrency, for this judge on this cluster."""
+    prefix = model.partition(":")[0]
+    embedded = prefix in EMBEDDED_PREFIXES
+    cuda = prefix == "hf" and str(options.get("device", "cpu")).startswith("cuda")
+    cpus = float(options.get("ray_cpus", options.get("n_threads") or 1 if embedded else SERVED_CPUS_PER_WORKER))
+    gpus = float(options.get("ray_gpus", 1 if cuda else 0))
+    have_cpus, have_gpus = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
+    fits = int(have_cpus // cpus) if cpus else 10**6
+    if gpus:
+        fits = min(fits, int(have_gpus // gpus))
+    total_concurrency = int(options.get("concurrency", 8)) if not embedded else None
+    if workers is None:  # what the cluster offers: embedded, as many as fit; served, one per node
+        workers = fits if embedded else min(nodes, fits)
+        if total_concurrency is not None:
+            workers = min(workers, total_concurrency)
+    if workers < 1 or workers > fits:
+        raise JudgeblenderError(
+            f"{workers} Ray workers of {model} need {workers * cpus:g} CPUs and {workers * gpus:g} GPUs; "
+            f"the cluster has {have_cpus:g} CPUs and {have_gpus:g} GPUs (set ray_cpus / ray_gpus in the judge's "
+            "options, or fewer --ray-workers)")
+    concurrency = 1 if total_concurrency is None else max(1, math.ceil(total_concurrency / workers))
+    return WorkerPlan(workers, cpus, gpus, concurrency)
+
+
+class RayBackend(Backend):
+    """The driver's view of a judge's backend: identity and limits from the workers, calls sent
+    to them. `max_concurrency` is the bound on calls outstanding (the engine's pool size)."""
+
+    def __init__(self, model: str, options: dict[str, Any], workers: int | None = None):
+        ray = import_ray()
+        self._ray = ray
+        backend_options = {k: v for k, v in options.items() if k not in RAY_OPTION_KEYS}
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        self.plan = plan_workers(model, options, workers, ray.cluster_resources(), nodes)
+        backend_options["concurrency"] = self.plan.concurrency  # each worker's share of a served model's
+        actor = ray.remote(JudgeWorker).options(
+            num_cpus=self.plan.cpus, num_gpus=self.plan.gpus, max_restarts=MAX_RESTARTS,
+            max_task_retries=MAX_TASK_RETRIES, max_concurrency=self.plan.concurrency)
+        self.actors = [actor.remote(model, backend_options) for _ in range(self.plan.workers)]
+        self._outstanding = [0] * len(self.actors)
+        try:
+            infos = ray.get([a.info.remote() for a in self.actors], timeout=START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise JudgeblenderError(f"{self.plan.workers} Ray workers of {model} did not start within "
+                                    f"{START_TIMEOUT_S:g} s (pending resources?)") from None
+        failed = [i for i in infos if i["error"]]
+        if failed:
+            self.close()
+            i = failed[0]
+            raise JudgeblenderError(f"a Ray worker on node {i['node']} ({i['ip']}) cannot build {model}: {i['error']} "
+                                    "(an embedded model's file must be reachable at the same path on every node)")
+        first = infos[0]
+        for i in infos[1:]:
+            if i["identity"] != first["identity"]:
+                self.close()
+                raise JudgeblenderError(
+                    f"Ray workers disagree on {model}: node {i['node']} ({i['ip']}) has {i['identity']}, node "
+                    f"{first['node']} has {first['identity']} (a model file differs between nodes)")
+        self.workers_info = infos
+        self._identity = first["identity"]
+        self.kind = first["kind"]
+        self.supports_logprobs = first["supports_logprobs"]
+        # each worker takes what its backend can run at once (1 for an embedded or scripted model)
+        self._capacity = [max(1, min(self.plan.concurrency, i["max_concurrency"])) for i in infos]
+        self.max_concurrency = sum(self._capacity)
+        self._context_tokens = first["context_tokens"]
+
+    def identity(self) -> dict[str, Any]:
+        return self._identity
+
+    def context_tokens(self) -> int | None:
+        return self._context_tokens
+
+    def count_tokens(self, text: str) -> int | None:
+        return self._ray.get(self.actors[0].count_tokens.remote(text))
+
+    @property
+    def retries_total(self) -> int:
+        return sum(self._ray.get([a.retries_total.remote() for a in self.actors]))
+
+    def worker_pids(self) -> list[int]:
+        """The workers' current pids (they change when a worker restarts)."""
+        return [i["pid"] for i in self._ray.get([a.info.remote() for a in self.actors])]
+
+    def execute(self, request: CallRequest) -> CallResult:
+        raise NotImplementedError("RayBackend runs calls from the engine's event loop (aexecute)")
+
+    async def aexecute(self, request: CallRequest) -> CallResult:
+        # the least loaded worker (by its share of its capacity); the engine never has more than
+        # max_concurrency calls out, so no worker gets more than its capacity
+        slot = min(range(len(self.actors)), key=lambda i: self._outstanding[i] / self._capacity[i])
+        self._outstanding[slot] += 1
+        try:
+            status, value = await self.actors[slot].execute.remote(request)
+        except self._ray.exceptions.RayError as exc:  # the worker died more often than it may restart
+            raise BackendError(f"Ray worker failed: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        finally:
+            self._outstanding[slot] -= 1
+        if status == "ok":
+            return value
+        if status == "LogprobsUnsupported":
+            raise LogprobsUnsupported(value)
+        raise BackendError(value)
+
+    def close(self) -> None:
+        for a in getattr(self, "actors", []):
+            try:
+                self._ray.kill(a)
+            except Exception:  # already gone
+                pass
+        self.actors = []
+
+
+def ray_judge(spec, workers: int | None = None):
+    """A Judge for `spec` whose calls run on the Ray cluster this process has joined."""
+    from .factory import PAIR_JUDGES
+    from .judge import Judge
+
+    if spec.model.partition(":")[0] in PAIR_JUDGES:
+        raise JudgeblenderError(f"--ray runs LLM judges; {spec.model} is an embedding scorer: run it without --ray")
+    return Judge(spec, backend=RayBackend(spec.model, spec.options, workers))

@@ -1,0 +1,338 @@
+"""`--ray`: judging on a real local Ray runtime (started once for this module, 2 CPUs).
+
+The same pairs judged with and without Ray give byte-identical qrels, and details identical but
+for the `workers` record Ray adds; a worker killed with kill -9 mid-run and a driver killed and
+restarted lose nothing and ask the model no more than the calls in flight at the kill again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from openai_server import OpenAITestServer
+
+from judgeblender.judges import Judge, JudgeSpec, judge_pairs
+from judgeblender.judges.outputs import final_labels, write_details, write_qrels_file
+from judgeblender.judges.ray_executor import WorkerPlan, plan_workers
+from judgeblender.pairs import read_corpus, read_pairs, read_queries
+from judgeblender.store import CallStore
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PYTHONPATH = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
+
+
+def environ(**extra) -> dict:
+    """This process's environment now (after ray.init it holds RAY_AUTH_MODE, which drivers joining the
+    cluster need), with this checkout's sources first."""
+    return {**os.environ, "PYTHONPATH": PYTHONPATH, "RAY_USAGE_STATS_ENABLED": "0", **extra}
+SCRIPT = {"name": "tiny-judge", "rules": [
+    {"contains": "flakes", "output": "##final score: 3"}, {"contains": "freshwater", "output": "##final score: 1"},
+    {"contains": "330 metres", "output": "##final score: 2"}, {"contains": "capital", "output": "no idea"}]}
+
+
+def answer(body) -> str:
+    """A deterministic grade from the prompt; one prompt in six gets an unparseable answer."""
+    text = body["messages"][-1]["content"]
+    n = int(hashlib.sha256(text.encode()).hexdigest(), 16) % 6
+    return "no idea" if n == 5 else f"##final score: {min(n, 3)}"
+
+
+def cli(*args, env=None, check=True, timeout=180):
+    proc = subprocess.run([sys.executable, "-m", "judgeblender", *map(str, args)], capture_output=True, text=True,
+                          env=environ(**(env or {})), timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def strip_workers(details: str) -> str:
+    """A details file without the `workers` record that only a Ray run has."""
+    out = []
+    for line in details.splitlines(keepends=True):
+        rec = json.loads(line)
+        for j in rec.get("judges", {}).values():
+            j.pop("workers", None)
+        out.append(json.dumps(rec, ensure_ascii=False) + "\n")
+    return "".join(out)
+
+
+def workers_of(details: str) -> list[dict]:
+    return [w for line in details.splitlines() for j in json.loads(line).get("judges", {}).values()
+            for w in j.get("workers", [])]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A real Ray runtime for the module: 2 CPUs, a small object store, no dashboard."""
+    ray = pytest.importorskip("ray")
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["PYTHONPATH"] = PYTHONPATH  # workers import this checkout's judgeblender
+    ray.init(address="local", num_cpus=2, object_store_memory=200 * 1024**2, include_dashboard=False,
+             _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """300 pairs: 30 queries x 10 passages."""
+    d = tmp_path_factory.mktemp("pairs300")
+    (d / "queries.tsv").write_text("".join(f"q{i}\tquestion number {i} about topic {i % 7}\n" for i in range(30)))
+    (d / "corpus.jsonl").write_text("".join(json.dumps({"docid": f"d{k}", "text": f"passage {k} says {k * 37 % 101}"})
+                                            + "\n" for k in range(10)))
+    (d / "pairs.tsv").write_text("".join(f"q{i}\td{k}\n" for i in range(30) for k in range(10)))
+    return d
+
+
+def load(d: Path):
+    return read_queries(d / "queries.tsv"), read_corpus(d / "corpus.jsonl"), read_pairs(d / "pairs.tsv", "tsv")
+
+
+def write(run, out: Path) -> tuple[bytes, str]:
+    labels = final_labels(run)
+    write_qrels_file(out, run, labels)
+    write_details(out.with_suffix(".details"), run, labels)
+    return out.read_bytes(), out.with_suffix(".details").read_text()
+
+
+def served_spec(server, concurrency=4) -> JudgeSpec:
+    return JudgeSpec(model="openai:test-model", options={"base_url": server.base_url, "timeout_s": 10.0,
+                                                         "backoff_base_s": 0.01, "concurrency": concurrency})
+
+
+def test_worker_plan_from_the_judges_options():
+    res = {"CPU": 8.0, "GPU": 2.0}
+    assert plan_workers("llamacpp:default", {"n_threads": 2}, None, res, 1) == WorkerPlan(4, 2.0, 0.0, 1)
+    assert plan_workers("hf:m", {"device": "cuda"}, None, res, 1).workers == 2
+    served = plan_workers("openai:m", {"concurrency": 64}, 4, res, 2)
+    assert (served.workers, served.concurrency, served.cpus) == (4, 16, 0.5)
+    assert plan_workers("openai:m", {}, None, res, 3).workers == 3  # one per node
+    with pytest.raises(Exception, match="the cluster has 8 CPUs"):
+        plan_workers("llamacpp:default", {"n_threads": 4}, 3, res, 1)
+
+
+@pytest.mark.ray
+def test_scripted_judge_same_output_with_and_without_ray(cluster, tmp_path, tiny):
+    from judgeblender.judges.ray_executor import ray_judge
+
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(SCRIPT))
+    data = read_queries(tiny / "queries.tsv"), read_corpus(tiny / "corpus.jsonl")
+    pairs = read_pairs(tiny / "qrels.txt")
+    spec = JudgeSpec(model=f"scripted:{model}")
+    local = write(judge_pairs([Judge(spec)], pairs, *data), tmp_path / "local.qrels")
+    judge = ray_judge(spec, workers=2)
+    try:
+        assert judge.backend.identity() == Judge(spec).backend.identity()  # same store keys
+        # the workers import this checkout's judgeblender, in processes of their own
+        import judgeblender
+
+        assert {i["judgeblender"] for i in judge.backend.workers_info} == {judgeblender.__file__}
+        with CallStore(tmp_path / "ray.sqlite") as store:
+            remote = write(judge_pairs([judge], pairs, *data, store=store), tmp_path / "ray.qrels")
+    finally:
+        judge.close()
+    assert remote[0] == local[0]
+    assert strip_workers(remote[1]) == local[1]
+    assert os.getpid() not in {w["pid"] for w in workers_of(remote[1])}
+
+
+@pytest.mark.ray
+def test_300_served_pairs_two_workers_identical_then_zero_calls(cluster, tmp_path, dataset):
+    """The issue's "done when": 300 pairs, --ray-workers 2, output identical to the local run,
+    nothing stored twice, a re-run makes zero calls; two workers, neither the driver, answered."""
+    with OpenAITestServer(answer, max_requests=5000) as server:
+        base = ["judge", "-q", dataset / "queries.tsv", "-c", dataset / "corpus.jsonl", "-p", dataset / "pairs.tsv",
+                "-j", "openai:test-model", "--base-url", server.base_url, "--concurrency", "8", "--no-progress",
+                "--json"]
+        env = {"OPENAI_API_KEY": "sk-test"}
+        cli(*base, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite", env=env)
+        local_requests = server.request_count
+        server.reset_counters()
+        run = cli(*base, "-o", tmp_path / "ray.qrels", "--store", tmp_path / "ray.sqlite", "--ray", cluster,
+                  "--ray-workers", "2", env=env)
+        summary = json.loads(run.stdout)["judges"][0]
+        assert server.request_count == local_requests == summary["calls_made"]
+        assert server.max_in_flight <= 8
+        server.reset_counters()
+        again = json.loads(cli(*base, "-o", tmp_path / "ray2.qrels", "--store", tmp_path / "ray.sqlite",
+                               "--ray", cluster, "--ray-workers", "2", env=env).stdout)["judges"][0]
+        assert server.request_count == 0 and again["calls_made"] == 0
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+    local_details = (tmp_path / "local.qrels.details.jsonl").read_text()
+    ray_details = (tmp_path / "ray.qrels.details.jsonl").read_text()
+    assert strip_workers(ray_details) == local_details
+    with sqlite3.connect(tmp_path / "ray.sqlite") as db:
+        keys = [k for (k,) in db.execute("SELECT key FROM calls")]
+        assert len(keys) == len(set(keys)) == local_requests
+    pids = {w["pid"] for w in workers_of(ray_details)}
+    assert len(pids) >= 2 and os.getpid() not in pids
+    assert "Ray: 2 workers" in run.stderr
+
+
+@pytest.mark.ray
+def test_a_worker_killed_mid_run_loses_nothing(cluster, tmp_path, dataset):
+    from judgeblender.judges.ray_executor import ray_judge
+
+    queries, corpus, pairs = load(dataset)
+    pairs = pairs[:120]
+    with OpenAITestServer(answer, delay_s=0.05, max_requests=5000) as server:
+        local = write(judge_pairs([Judge(served_spec(server))], pairs, queries, corpus), tmp_path / "local.qrels")
+        calls = server.request_count
+        server.reset_counters()
+        judge = ray_judge(served_spec(server), workers=2)
+        box: dict = {}
+
+        def run() -> None:
+            with CallStore(tmp_path / "ray.sqlite") as store:
+                box["run"] = judge_pairs([judge], pairs, queries, corpus, store=store)
+
+        try:
+            victim = judge.backend.worker_pids()[0]  # found through the actor
+            thread = threading.Thread(target=run)
+            thread.start()
+            while server.request_count < 30 and thread.is_alive():
+                time.sleep(0.01)
+            in_flight = server.in_flight
+            os.kill(victim, signal.SIGKILL)
+            thread.join(120)
+            assert not thread.is_alive()
+            assert victim not in judge.backend.worker_pids()  # restarted: a new process
+        finally:
+            judge.close()
+        remote = write(box["run"], tmp_path / "ray.qrels")
+        # asked twice: only what the victim had in flight at the kill, at most its share of the concurrency
+        redone = server.request_count - calls
+        assert redone <= judge.backend.plan.concurrency, (redone, in_flight)
+    assert remote[0] == local[0]
+    assert strip_workers(remote[1]) == local[1]
+    with CallStore(tmp_path / "ray.sqlite") as store:
+        assert store.count_calls() == calls
+    pids = {w["pid"] for w in workers_of(remote[1])}
+    assert victim in pids and len(pids) >= 3  # answers from the victim, its successor and the other worker
+
+
+@pytest.mark.ray
+def test_a_killed_driver_resumes_from_the_store(cluster, tmp_path, dataset):
+    with OpenAITestServer(answer, delay_s=0.05, max_requests=5000) as server:
+        base = ["judge", "-q", dataset / "queries.tsv", "-c", dataset / "corpus.jsonl", "-p", dataset / "pairs.tsv",
+                "--limit", "150", "-j", "openai:test-model", "--base-url", server.base_url, "--concurrency", "4",
+                "--no-progress", "--json"]
+        env = {"OPENAI_API_KEY": "sk-test"}
+        cli(*base, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite", env=env)
+        calls = server.request_count
+        store = tmp_path / "ray.sqlite"
+        driver = subprocess.Popen([sys.executable, "-m", "judgeblender", *map(str, base), "-o", tmp_path / "ray.qrels",
+                                   "--store", store, "--ray", cluster, "--ray-workers", "2"],
+                                  env=environ(**env), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 90
+        stored = 0
+        while stored < 40 and time.monotonic() < deadline and driver.poll() is None:
+            time.sleep(0.1)
+            if store.exists():
+                try:
+                    with sqlite3.connect(store) as db:
+                        stored = db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+                except sqlite3.OperationalError:  # the schema is not there yet
+                    pass
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(30)
+        assert 40 <= stored < calls, "the driver was not killed mid-run"
+        with sqlite3.connect(store) as db:
+            before = db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+        server.reset_counters()
+        again = json.loads(cli(*base, "-o", tmp_path / "ray.qrels", "--store", store, "--ray", cluster,
+                               "--ray-workers", "2", env=env).stdout)["judges"][0]
+        assert again["cache_hits"] == before and again["calls_made"] == calls - before
+        # the dead driver's workers may finish their calls in flight before Ray removes them
+        assert calls - before <= server.request_count <= calls - before + 4
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+
+
+def test_without_ray_flag_ray_is_never_imported(tmp_path, tiny):
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(SCRIPT))
+    code = ("import sys\nfrom judgeblender.cli import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print('RAY' if 'ray' in sys.modules else 'NO-RAY')\n")
+    proc = subprocess.run([sys.executable, "-c", code, "judge", "-q", tiny / "queries.tsv", "-c", tiny / "corpus.jsonl",
+                           "-p", tiny / "qrels.txt", "-o", tmp_path / "o.qrels", "--store", tmp_path / "s.sqlite",
+                           "-j", f"scripted:{model}", "--no-progress"], capture_output=True, text=True, env=environ(),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("NO-RAY")
+
+
+def one_error(proc) -> str:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("error:") == 1
+    return proc.stderr
+
+
+def test_ray_not_installed_is_an_error_naming_the_extra(tmp_path, tiny):
+    code = "import sys\nsys.modules['ray'] = None  # blocks `import ray`\nfrom judgeblender.cli import main\nmain()\n"
+    proc = subprocess.run([sys.executable, "-c", code, "judge", "-q", tiny / "queries.tsv", "-c", tiny / "corpus.jsonl",
+                           "-p", tiny / "qrels.txt", "-o", tmp_path / "o.qrels", "--store", tmp_path / "s.sqlite",
+                           "-j", "scripted:x.json", "--ray", "local"], capture_output=True, text=True, env=environ(),
+                          timeout=60)
+    assert "judgeblender[ray]" in one_error(proc)
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:{port}", "ray://127.0.0.1:{port}", "auto"])
+def test_a_dead_address_is_an_error_within_seconds(tmp_path, tiny, address):
+    pytest.importorskip("ray")
+    started = time.monotonic()
+    env = {k: v for k, v in environ().items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([sys.executable, "-m", "judgeblender", "judge", "-q", tiny / "queries.tsv", "-c",
+                           tiny / "corpus.jsonl", "-p", tiny / "qrels.txt", "-o", tmp_path / "o.qrels", "--store",
+                           tmp_path / "s.sqlite", "-j", "scripted:x.json", "--ray", address.format(port=free_port())],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert time.monotonic() - started < 10
+    err = one_error(proc)
+    assert ("RAY_ADDRESS" in err) if address == "auto" else ("no Ray cluster answers" in err)
+
+
+@pytest.mark.ray
+def test_a_model_file_missing_on_a_worker_node_is_one_error_naming_the_node(cluster, tmp_path, tiny):
+    proc = cli("judge", "-q", tiny / "queries.tsv", "-c", tiny / "corpus.jsonl", "-p", tiny / "qrels.txt",
+               "-o", tmp_path / "o.qrels", "--store", tmp_path / "s.sqlite", "-j", f"scripted:{tmp_path}/nowhere.json",
+               "--ray", cluster, "--ray-workers", "1", check=False)
+    err = one_error(proc)
+    assert "a Ray worker on node" in err and "nowhere.json" in err and "every node" in err
+
+
+@pytest.mark.ray
+def test_ray_local_starts_and_stops_its_own_runtime(tmp_path, tiny):
+    pytest.importorskip("ray")
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(SCRIPT))
+    args = ["judge", "-q", tiny / "queries.tsv", "-c", tiny / "corpus.jsonl", "-p", tiny / "qrels.txt",
+            "-j", f"scripted:{model}", "--no-progress"]
+    cli(*args, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite")
+    env = {k: v for k, v in environ().items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([sys.executable, "-m", "judgeblender", *map(str, args), "-o", tmp_path / "ray.qrels",
+                           "--store", tmp_path / "ray.sqlite", "--ray", "local", "--ray-workers", "1"],
+                          capture_output=True, text=True, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert "Ray: 1 worker of" in proc.stderr
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
