@@ -33,7 +33,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..backends.base import Backend, CallRequest, CallResult, LogprobsUnsupported
+from ..backends.base import Backend, LogprobsUnsupported
+from ..calls import CallRequest, CallResult
 from ..errors import BackendError, JudgeblenderError, MissingExtraError
 
 MAX_RESTARTS = 3  # per actor: a worker killed (OOM, node loss, kill -9) comes back this often
