@@ -1,0 +1,69 @@
+"""The LLM tie-breaker: consulted only on panel ties or member spread >= threshold; an invalid
+answer leaves the panel's own tie rule in place, recorded; never an invalid answer as a label."""
+
+import subprocess
+import sys
+import os
+from pathlib import Path
+
+from judgeblender.blend import BallotTable, Blender
+from judgeblender.blend.tiebreak import DECIDED, INVALID, KEPT, apply_tiebreaker, spreads, to_consult
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+ROWS = [
+    (("q1", "agree"), {"a": 1, "b": 1, "c": 1}),       # spread 0: kept
+    (("q1", "tie"), {"a": 0, "b": 1, "c": None}),      # mv tie {0,1}: consulted
+    (("q1", "wide"), {"a": 0, "b": 2, "c": 2}),        # no tie, spread 2: consulted
+    (("q1", "narrow"), {"a": 2, "b": 3, "c": 3}),      # spread 1: kept
+    (("q2", "nobody"), {"a": None, "b": None, "c": None}),  # no vote: stays unjudged
+]
+
+
+def table():
+    return BallotTable.from_votes(ROWS, ["a", "b", "c"])
+
+
+def test_spread_is_highest_minus_lowest_valid_label():
+    assert spreads(table()).tolist() == [0, 1, 2, 1, -1]
+
+
+def test_only_ties_and_wide_disagreements_are_consulted():
+    result = Blender("mv", tie="avg").blend(table())
+    assert to_consult(result, spread=2) == [("q1", "tie"), ("q1", "wide")]
+    assert to_consult(result, spread=4) == [("q1", "tie")]
+    assert to_consult(result, spread=1) == [("q1", "tie"), ("q1", "wide"), ("q1", "narrow")]
+
+
+def test_a_valid_answer_decides_and_an_invalid_one_leaves_the_panels_tie_rule_recorded():
+    result = Blender("mv", tie="min").blend(table())
+    answers = {("q1", "tie"): None, ("q1", "wide"): 3, ("q1", "agree"): 0}  # "agree" not consulted
+    tb = apply_tiebreaker(result, answers, "big", spread=2)
+    assert tb.labels == (1, 0, 3, 3, None)  # tie {0,1} -> min rule 0 kept; wide 2 -> 3
+    assert tb.outcomes == (KEPT, INVALID, DECIDED, KEPT, KEPT)
+    assert tb.changed == 1
+    assert tb.summary_lines()[1] == "  decided by the tie-breaker: 1 (1 changed the panel's label)"
+    assert tb.summary_lines()[2] == "  tie-breaker answer invalid, panel's own decision (tie rule min) kept: 1"
+
+
+def test_a_pair_missing_from_the_tiebreakers_file_counts_as_invalid():
+    result = Blender("mv", tie="max").blend(table())
+    tb = apply_tiebreaker(result, {}, "big")
+    assert tb.counts() == {KEPT: 3, INVALID: 2}
+    assert tb.labels == (1, 1, 2, 3, None)
+
+
+def test_blend_cli_takes_the_tiebreakers_labels_from_a_file_and_reports_pairs_decided(tmp_path):
+    files = []
+    for j in "abc":
+        p = tmp_path / f"{j}.qrels"
+        p.write_text("".join(f"{q} 0 {d} {v[j]}\n" for (q, d), v in ROWS if v[j] is not None))
+        files.append(p)
+    big = tmp_path / "big.qrels"
+    big.write_text("q1 0 tie 1.\nq1 0 wide 3\nq1 0 agree 0\n")  # "1." is unreadable: invalid
+    out = tmp_path / "o.qrels"
+    r = subprocess.run([sys.executable, "-m", "judgeblender", "blend", *map(str, files), "--tiebreaker", str(big),
+                        "--tie", "min", "-o", str(out)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": SRC}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "tie-breaker big: consulted on 2 pairs (panel ties or member spread >= 2; 1 of them ties)" in r.stderr
+    assert out.read_text() == "q1 0 agree 1\nq1 0 tie 0\nq1 0 wide 3\nq1 0 narrow 3\n"
