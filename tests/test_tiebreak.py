@@ -67,3 +67,58 @@ def test_blend_cli_takes_the_tiebreakers_labels_from_a_file_and_reports_pairs_de
     assert r.returncode == 0, r.stderr
     assert "tie-breaker big: consulted on 2 pairs (panel ties or member spread >= 2; 1 of them ties)" in r.stderr
     assert out.read_text() == "q1 0 agree 1\nq1 0 tie 0\nq1 0 wide 3\nq1 0 narrow 3\n"
+
+
+def test_when_judging_the_tiebreaker_is_called_on_the_consulted_pairs_only(tiny):
+    from judgeblender.backends.scripted import ScriptedBackend
+    from judgeblender.judges import Judge, JudgeSpec
+    from judgeblender.judges.tiebreak_run import run_tiebreaker
+    from judgeblender.pairs import read_corpus, read_queries
+
+    rows = [(("q1", "d1"), {"a": 3, "b": 3}),   # agree: not asked
+            (("q1", "d2"), {"a": 0, "b": 2}),   # tie and spread 2: asked, answers 1
+            (("q2", "d3"), {"a": 1, "b": 2}),   # tie: asked, answers nonsense -> invalid
+            (("q2", "d4"), {"a": 0, "b": 0})]   # agree: not asked
+    result = Blender("mv", tie="max").blend(BallotTable.from_votes(rows, ["a", "b"]))
+    backend = ScriptedBackend(rules=[{"contains": "goldfish is a freshwater", "output": "##final score: 1"},
+                                     {"contains": "Eiffel", "output": "I cannot say"}])
+    judge = Judge(JudgeSpec(model="scripted:tb", prompt="umbrela", invalid_policy="no-retry", id="big"),
+                  backend=backend)
+    tb, run = run_tiebreaker(result, judge, read_queries(tiny / "queries.tsv"), read_corpus(tiny / "corpus.jsonl"))
+    assert len(backend.calls) == 2
+    assert [(p.qid, p.docid) for p in run.pairs] == [("q1", "d2"), ("q2", "d3")]
+    assert tb.labels == (3, 1, 2, 0)  # d3: tie {1,2} -> max rule 2 kept, recorded invalid
+    assert tb.outcomes == (KEPT, DECIDED, INVALID, KEPT)
+
+
+def test_judge_panel_calls_the_panel_files_tiebreaker_on_ties_only_and_records_the_outcome(mock_model, tiny, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from judgeblender.cli import app
+
+    # thomas 3, multicriteria 1, sun-two-step 2 on every pair: a three-way tie everywhere; umbrela (the
+    # tie-breaker's prompt) answers 0. Rules are tried in order, umbrela's marker first.
+    mock_model.rules = [{"contains": "Measure how well the content matches a likely intent", "output": "##final score: 0"},
+                        {"contains": "A person typed this query", "output": "Final score: 3"},
+                        {"contains": "Exactness: 1\nTopicality: 1", "output": "1"},
+                        {"contains": "criterion", "output": "1"},
+                        {"contains": "The passage below was found to be relevant", "output": "Grade: 2"},
+                        {"contains": "Does the passage contain an answer", "output": "Yes"}]
+    panel = tmp_path / "p.toml"
+    panel.write_text('[aggregator]\nmethod = "mv"\ntie = "avg"\n'
+                     + "".join(f'[[judges]]\nmodel = "mock:m"\nprompt = "{p}"\n'
+                               for p in ("thomas", "multicriteria", "sun-two-step"))
+                     + '[tiebreaker]\nmodel = "mock:big"\nprompt = "umbrela"\nid = "big"\nspread = 4\n')
+    out = tmp_path / "o.qrels"
+    result = CliRunner().invoke(app, [
+        "judge", "-q", str(tiny / "queries.tsv"), "-c", str(tiny / "corpus.jsonl"), "-p", str(tiny / "qrels.txt"),
+        "--panel", str(panel), "-o", str(out), "--store", str(tmp_path / "s.sqlite"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    n_pairs = len((tiny / "qrels.txt").read_text().splitlines())
+    assert {line.split()[3] for line in out.read_text().splitlines()} == {"0"}  # the tie-breaker decided each tie
+    details = [json.loads(line) for line in (tmp_path / "o.qrels.details.jsonl").read_text().splitlines()]
+    assert [d["tiebreaker"] for d in details] == ["tiebreaker"] * n_pairs
+    assert details[0]["blend"]["tiebreaker"] == {"judge": "big", "spread": 4, "tiebreaker": n_pairs}
+    assert f"tie-breaker big: consulted on {n_pairs} pairs" in result.output

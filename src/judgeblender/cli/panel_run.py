@@ -37,6 +37,12 @@ def run_panel(panel_name: str, panel_models: list[str] | None, pairs: list[Pair]
     blend_info = {"panel": panel.name, "method": panel.method, "tie": panel.tie, "seed": panel.seed}
     extra = {Pair(q, d): {"blend_reason": dec.reason, "tied": list(dec.tied) if dec.tied else None}
              for (q, d), dec in zip(result.table.pairs, result.decisions)}
+    tiebreak = _tiebreak(panel, result, queries, corpus, store_path, options, mode, seed, redact, progress)
+    if tiebreak is not None:  # the tie-breaker's word on the pairs it was asked about (only those were called)
+        labels = {Pair(q, d): lab for (q, d), lab in zip(result.table.pairs, tiebreak.labels)}
+        for (q, d), outcome in zip(result.table.pairs, tiebreak.outcomes):
+            extra[Pair(q, d)]["tiebreaker"] = outcome
+        blend_info["tiebreaker"] = {"judge": tiebreak.tiebreaker, "spread": tiebreak.spread, **tiebreak.counts()}
     flagged = flag_pairs(run.pairs, queries, corpus)  # reported only: labels stay as judged
     for p, found in flagged.items():
         extra[p]["injection"] = [str(f) for f in found]
@@ -46,7 +52,7 @@ def run_panel(panel_name: str, panel_models: list[str] | None, pairs: list[Pair]
     print_summary(run)
     if flagged:
         err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(flagged))}", highlight=False)
-    for line in result.summary_lines():
+    for line in [*result.summary_lines(), *(tiebreak.summary_lines() if tiebreak is not None else [])]:
         err_console.print(line, markup=False)
     err_console.print(f"wrote {n} blended judgments to {out} and every judge's label to {details_path}")
     if json_summary:
@@ -54,3 +60,21 @@ def run_panel(panel_name: str, panel_models: list[str] | None, pairs: list[Pair]
                                        "judged": n, "unjudged": dict(result.unjudged()),
                                        "judges": summary_rows(run), "skipped": len(run.skipped),
                                        "injection_flagged": len(flagged)}))
+
+
+def _tiebreak(panel, result, queries, corpus, store_path, options, mode, seed, redact, progress):
+    """The panel file's [tiebreaker], called on the consulted pairs only (judges/tiebreak_run.py)."""
+    from ..judges.panel_file import load_tiebreaker
+    from ..judges.tiebreak_run import run_tiebreaker
+
+    if not str(panel.source).endswith(".toml"):
+        return None
+    found = load_tiebreaker(panel.source, mode, options, seed=seed)
+    if found is None:
+        return None
+    spec, spread = found
+    judge = build_judge(spec)
+    with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
+        tb, _ = run_tiebreaker(result, judge, queries, corpus, store, spread, reporter)
+    getattr(judge, "close", lambda: None)()
+    return tb

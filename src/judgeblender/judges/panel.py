@@ -99,7 +99,7 @@ def preset(name: str, models: list[str] | None, mode: str, options: dict[str, An
     return Panel(name=name, judges=specs, method="mv", tie="avg")
 
 
-PANEL_KEYS = {"name", "aggregator", "judges"}
+PANEL_KEYS = {"name", "aggregator", "judges", "tiebreaker"}  # [tiebreaker]: judges/panel_file.py
 JUDGE_KEYS = {"model", "prompt", "mode", "weight", "id", "options"}
 AGGREGATOR_KEYS = {"method", "tie", "seed", "thresholds"}
 

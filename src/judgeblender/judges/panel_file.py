@@ -244,3 +244,44 @@ def load_blend_panel(path: str | Path) -> BlendPanel:
                        thresholds=agg.get("thresholds"), source=str(path))
     panel.blender()
     return panel
+
+
+TIEBREAKER_KEYS = {"model", "prompt", "mode", "options", "id", "spread"}
+
+
+def load_tiebreaker(path: str | Path, mode: str, options: Mapping[str, Any], **spec_kw) -> tuple[JudgeSpec, int] | None:
+    """The panel file's optional [tiebreaker] table: the judge consulted where the panel ties or its
+    members spread by `spread` or more (default 2), as (spec, spread); None when there is none.
+
+        [tiebreaker]
+        model = "openai:llama-3-70b"
+        prompt = "umbrela"
+        mode = "generate"
+        spread = 2
+    """
+    from ..blend.tiebreak import DEFAULT_SPREAD
+    from .panel import _TomlLines
+
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    table = tomllib.loads(text).get("tiebreaker")
+    if table is None:
+        return None
+    where = _TomlLines(text)
+    header = where.table("tiebreaker")
+    if not isinstance(table, dict):
+        raise InputError(path, header, "[tiebreaker] as a table")
+    bad = sorted(set(table) - TIEBREAKER_KEYS)
+    if bad:
+        raise InputError(path, where.key(bad[0], header), f"[tiebreaker]: only the keys {sorted(TIEBREAKER_KEYS)}",
+                         ", ".join(bad))
+    model = table.get("model")
+    if not isinstance(model, str) or ":" not in model:
+        raise InputError(path, where.key("model", header), "[tiebreaker]: a model string PREFIX:MODEL", str(model))
+    spread = table.get("spread", DEFAULT_SPREAD)
+    if isinstance(spread, bool) or not isinstance(spread, int) or not 0 <= spread <= 4:
+        raise InputError(path, where.key("spread", header), "[tiebreaker]: spread, an integer 0..4", str(spread))
+    prompt, jmode = table.get("prompt", "umbrela"), table.get("mode", mode)
+    spec = JudgeSpec(model=model, prompt=prompt, mode=jmode, options={**options, **table.get("options", {})},
+                     id=table.get("id") or f"{model}/{prompt}/{jmode}", **spec_kw)
+    return spec, spread
