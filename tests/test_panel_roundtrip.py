@@ -152,3 +152,28 @@ def test_calibrate_then_blend_panel_is_two_commands_and_reproduces_the_chosen_bl
     assert r2.returncode == 0, r2.stderr
     assert load_blend_panel(out).judges == ["perfect"]
     assert (tmp_path / "b.qrels").read_text() == (tmp_path / "perfect.qrels").read_text()
+
+
+def test_cost_from_store_is_each_judges_mean_calls_per_pair_and_a_given_price_wins(tmp_path):
+    from judgeblender.cli.calibrate_select import store_costs
+    from judgeblender.store import CallStore
+
+    store = tmp_path / "s.sqlite"
+    with CallStore(store) as s:
+        s.put_judgments("two-step", [("q1", "d1", {"label": 1, "steps": [{"step": "a"}, {"step": "b"}]}),
+                                     ("q1", "d2", {"label": 0, "steps": [{"step": "a"}]})])
+        s.put_judgments("one-step", [("q1", "d1", {"label": 1, "steps": [{"step": "grade"}]})])
+    assert store_costs(store, ["two-step", "one-step", "absent"]) == {"two-step": 1.5, "one-step": 1.0}
+
+    table, gold = seed_set()
+    qrels, paths = write_labels(tmp_path, table, gold)
+    with CallStore(store) as s:
+        s.put_judgments("perfect", [("q1", "d1", {"label": 1, "steps": [{"step": "a"}] * 4})])
+    out = tmp_path / "p.toml"
+    result = CliRunner().invoke(app, list(map(str, [
+        "calibrate", "--select", "--fast-only", "--gold", qrels, *sum((["--labels", p] for p in paths), []),
+        "--store", store, "--cost-from-store", "--cost", "noisy=0.5", "-o", out])))
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "# Measured from the store" in text and "perfect=4" in text
+    assert "# Cost per pair used: perfect=4, noisy=0.5 (others 1)." in text

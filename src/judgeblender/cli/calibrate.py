@@ -58,6 +58,7 @@ def register(app: typer.Typer) -> None:
         exhaustive_max: int = typer.Option(8, "--exhaustive-max", help="--select: score every subset up to this many judges, else greedy."),
         time_limit: float = typer.Option(120.0, "--time-limit", help="--select: seconds for one search."),
         outer_folds: int = typer.Option(0, "--outer-folds", help="--select: re-run the selection inside N outer query folds and report the honest held-out figure (0: off)."),
+        cost_from_store: bool = typer.Option(False, "--cost-from-store", help="--select: each judge's cost = its mean calls per pair in --store (a --cost price wins)."),
         slow: bool = typer.Option(True, "--slow/--fast-only", help="--select: also score learned thresholds and dawid-skene on the frontier subsets."),
     ) -> None:
         """Score each judge and aggregator on a human seed set, choose, and write the panel file."""
@@ -90,7 +91,8 @@ def register(app: typer.Typer) -> None:
 
             run_select(table, gold_qrels, source, out, folds=folds, seed=seed, costs=cost or [],
                        judge_models=judge_model or [], panel_specs=panel_specs, mode=mode,
-                       exhaustive_max=exhaustive_max, time_limit=time_limit, outer_folds=outer_folds, slow=slow)
+                       exhaustive_max=exhaustive_max, time_limit=time_limit, outer_folds=outer_folds, slow=slow,
+                       cost_store=store_path if cost_from_store else None)
             return
         cal = calibrate(table, gold_qrels, folds=folds, seed=seed)
         if runs is not None:

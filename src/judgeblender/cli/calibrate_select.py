@@ -36,6 +36,26 @@ def parse_costs(items: Sequence[str], judges: Sequence[str]) -> dict[str, float]
     return out
 
 
+def store_costs(path: Path, judges: Sequence[str]) -> dict[str, float]:
+    """Measured cost per judge from a call store: the mean number of prompt steps (one model call
+    each) recorded per judged pair, for the judges the store holds judgments of."""
+    from ..store import CallStore
+
+    if not Path(path).is_file():
+        raise JudgeblenderError(f"{path}: no such store (--cost-from-store reads the store the judges ran with)")
+    out: dict[str, float] = {}
+    with CallStore(path) as store:
+        held = set(store.judge_ids())
+        for judge in judges:
+            if judge not in held:
+                continue
+            records = store.judgments(judge)
+            calls = [len(r.get("steps") or []) for r in records]
+            if calls:
+                out[judge] = float(sum(calls) / len(calls))
+    return out
+
+
 def frontier_lines(sel: Selection, priced: bool) -> list[str]:
     unit = "price per pair" if priced else "calls per pair"
     out = [f"Cost-quality frontier ({unit}; held-out kappa mean +- se over {sel.folds} query folds):"]
@@ -60,9 +80,11 @@ def nested_lines(rep) -> list[str]:
 
 def run_select(table, gold: Mapping[str, Mapping[str, int]], source: str, out: Path, *, folds: int, seed: int,
                costs: Sequence[str], judge_models: Sequence[str], panel_specs: Sequence[JudgeSpec], mode: str,
-               exhaustive_max: int, time_limit: float, outer_folds: int, slow: bool) -> Selection:
+               exhaustive_max: int, time_limit: float, outer_folds: int, slow: bool,
+               cost_store: Path | None = None) -> Selection:
     specs = specs_for(table.judges, panel_specs, judge_models, mode)  # fail on a bad mapping before searching
-    prices = parse_costs(costs, table.judges)
+    measured = store_costs(cost_store, table.judges) if cost_store is not None else {}
+    prices = {**measured, **parse_costs(costs, table.judges)}  # a price given on the command line wins
     sel = select(table, gold, folds=folds, costs=prices, exhaustive_max=exhaustive_max, time_limit=time_limit,
                  slow=slow, seed=seed)
     shown = Table(title=f"panel selection ({sel.search}, {sel.subsets} subsets, {len(sel.candidates)} candidates, "
@@ -98,8 +120,11 @@ def run_select(table, gold: Mapping[str, Mapping[str, int]], source: str, out: P
                 *lines]
     if nested is not None:
         comments += nested_lines(nested)
+    if measured:
+        comments.append(f"Measured from the store {cost_store}: calls per pair " + ", ".join(
+            f"{j}={c:.3g}" for j, c in measured.items()) + ".")
     if prices:
-        comments.append("Prices per call: " + ", ".join(f"{j}={p:g}" for j, p in prices.items()) + " (others 1).")
+        comments.append("Cost per pair used: " + ", ".join(f"{j}={p:g}" for j, p in prices.items()) + " (others 1).")
     text = panel_file_text(PanelChoice(chosen.judges, chosen.method, chosen.tie, seed, chosen.weights,
                                        chosen.thresholds), specs, comments)
     atomic_write_text(out, text)
