@@ -70,6 +70,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="One JSON object per prediction file per line."),
         show_confusion: bool = typer.Option(False, "--confusion", help="Also print each 4x4 confusion matrix."),
         invalid_labels: str = typer.Option("error", "--invalid-labels", help=INVALID_LABELS_HELP),
+        binary_threshold: int = typer.Option(None, "--binary-threshold", help="Also report binary relevance (label >= T): confusion matrix, per-level binary accuracy (the paper's Table 4)."),
+        alpha_level: str = typer.Option(None, "--alpha-level", help="Also report Krippendorff's alpha at this level: nominal, ordinal, interval or ratio."),
     ) -> None:
         """How well predicted labels agree with gold labels, on the pairs both label."""
         check_invalid_labels(invalid_labels)
@@ -78,9 +80,13 @@ def register(app: typer.Typer) -> None:
         for path in predictions:
             pred, invalid = read_prediction(path, invalid_labels)
             reports.append(agreement(gold_qrels, pred, name=path.stem, invalid=invalid))
+        from .agree_binary import extra_lines, extras  # binary table and alpha level (evaluate/binary.py)
+
+        more = extras(gold_qrels, [read_prediction(p, invalid_labels)[0] for p in predictions], binary_threshold,
+                      alpha_level) if binary_threshold is not None or alpha_level is not None else None
         if as_json:
-            for r in reports:
-                typer.echo(json.dumps(r.to_dict()))
+            for i, r in enumerate(reports):
+                typer.echo(json.dumps({**r.to_dict(), **(more[i] if more else {})}))
             return
         console.print(agreement_table(reports, gold, sum(len(d) for d in gold_qrels.values())))
         for r in reports:
@@ -89,3 +95,7 @@ def register(app: typer.Typer) -> None:
         if show_confusion:
             for r in reports:
                 console.print(confusion_table(r))
+        if more:
+            for r, m in zip(reports, more):
+                for line in extra_lines(r.name, m):
+                    console.print(line, markup=False, soft_wrap=True)

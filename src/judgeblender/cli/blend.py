@@ -55,8 +55,8 @@ def register(app: typer.Typer) -> None:
         judges: list[str] = typer.Argument(
             None, help="One qrels file per judge; the judge id is the file name (e.g. sun.qrels -> sun), "
                        "or NAME in NAME=PATH. A pair missing from a file: that judge abstained."),
-        method: str = typer.Option("mv", "--method", "-m", help="Aggregator; see --list."),
-        tie: str = typer.Option("avg", "--tie", help="Tie rule for methods that can tie: " + ", ".join(TIE_RULES)),
+        method: str = typer.Option(None, "--method", "-m", help="Aggregator; see --list. [default: mv]"),
+        tie: str = typer.Option(None, "--tie", help="Tie rule for methods that can tie: " + ", ".join(TIE_RULES) + " [default: avg]"),
         seed: int = typer.Option(0, "--seed", help="Seed of the run's one generator (random tie rule)."),
         weights: str = typer.Option(None, "--weights", help="NAME=W,... one weight per judge (method weighted)."),
         thresholds: str = typer.Option(
@@ -67,6 +67,14 @@ def register(app: typer.Typer) -> None:
             "error", "--invalid-labels",
             help="A qrels label outside 0..3: 'error' stops, 'abstain' counts the judge as abstaining."),
         out: Path = typer.Option(None, "--out", "-o", help="Blended qrels to write (atomically)."),
+        panel: Path = typer.Option(
+            None, "--panel", help="A panel file (e.g. from calibrate): its members (by judge id), method, tie, seed, "
+                                  "weights and thresholds; instead of --method/--tie/--weights/--thresholds."),
+        tiebreaker: str = typer.Option(
+            None, "--tiebreaker", help="PATH or NAME=PATH: qrels of a judge that decides the pairs where the panel "
+                                       "ties or its members' labels spread by --spread or more."),
+        spread: int = typer.Option(2, "--spread", help="With --tiebreaker: consult where highest minus lowest member "
+                                                       "label >= this (4: ties only)."),
         list_methods: bool = typer.Option(
             False, "--list", "--methods", help="List the methods and tie rules, and exit."),
     ) -> None:
@@ -81,6 +89,9 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("where to write the blended qrels", param_hint="--out")
         if invalid_labels not in ("error", "abstain"):
             raise typer.BadParameter("'error' or 'abstain'", param_hint="--invalid-labels")
+        if panel is not None and (method or tie or weights is not None or thresholds is not None):
+            raise typer.BadParameter("the panel file sets the method, tie, weights and thresholds", param_hint="--panel")
+        method, tie = method or "mv", tie or "avg"
         try:
             blender = Blender(
                 method, tie=tie, seed=seed,
@@ -90,6 +101,11 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         table = load_ballots(judges or [], details or [], invalid_labels=invalid_labels)
+        notes: list[str] = []
+        if panel is not None:
+            from .blend_panel import panel_blender
+
+            blender, table, notes = panel_blender(panel, table)
         if blender.method.needs_weights:
             try:  # only now is the jury known, so only now can the weights be matched to it
                 check_weights(blender.weights, table.judges)
@@ -97,7 +113,15 @@ def register(app: typer.Typer) -> None:
                 raise typer.BadParameter(str(exc), param_hint="--weights") from None
         result = blender.blend(table)
         qrels = result.qrels()
+        if tiebreaker is not None:
+            from ..blend.tiebreak import apply_tiebreaker
+            from .blend_panel import read_tiebreaker
+
+            name, answers = read_tiebreaker(tiebreaker)
+            tb = apply_tiebreaker(result, answers, name, spread)
+            qrels = tb.qrels()
+            notes += tb.summary_lines()
         write_qrels(out, qrels)
-        for line in result.summary_lines():
+        for line in [*notes, *result.summary_lines()]:
             err_console.print(line, markup=False, soft_wrap=True)
         err_console.print(f"wrote {out} ({sum(map(len, qrels.values()))} pairs)", markup=False, soft_wrap=True)

@@ -12,6 +12,7 @@ from rich.table import Table
 from ..blend import load_details, load_qrels_ballots
 from ..errors import JudgeblenderError
 from ..judges.calibrate_panel import Calibration, Candidate, blender_for, calibrate
+from ..judges.panel_file import PanelChoice, panel_file_text, specs_for
 from ..pairs import Pair, read_corpus, read_qrels, read_queries, read_runs_dir
 from ..fileio import atomic_write_text
 from .console import console, err_console
@@ -23,10 +24,7 @@ def _judge_fields(judge_id: str) -> tuple[str, str, str] | None:
     return (parts[0], parts[1], parts[2]) if len(parts) == 3 and ":" in parts[0] else None
 
 
-def panel_toml(cal: Calibration, chosen: Candidate, source: str) -> str:
-    def q(text: str) -> str:
-        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
+def panel_toml(cal: Calibration, chosen: Candidate, source: str, specs=None) -> str:
     lines = [f"# Written by `judgeblender calibrate` from {source}.",
              f"# Seed set: {cal.n_pairs} labelled pairs over {cal.n_queries} queries, {cal.folds} query folds.",
              "# Held-out Cohen's kappa (mean +- standard error over folds) of every candidate:"]
@@ -34,22 +32,9 @@ def panel_toml(cal: Calibration, chosen: Candidate, source: str) -> str:
         mark = "  <- chosen" if c is chosen else ""
         tau = f", leaderboard tau {c.tau:.3f}" if c.tau is not None and math.isfinite(c.tau) else ""
         lines.append(f"#   {c.name}: {c.mean:.3f} +- {c.se:.3f}{tau}{mark}")
-    lines += [f"name = {q('calibrated')}", "", "[aggregator]", f"method = {q(chosen.method or 'mv')}",
-              f"tie = {q(chosen.tie)}", "seed = 0"]
-    if chosen.thresholds:
-        lines.append("thresholds = [" + ", ".join(f"{t:.4f}" for t in chosen.thresholds) + "]")
-    for judge in chosen.judges:
-        fields = _judge_fields(judge)
-        if fields is None:  # labels came from a qrels file: the user names the model
-            lines += ["", f"# judge {judge!r} came from a labels file: set its model and prompt",
-                      "[[judges]]", f"id = {q(judge)}", 'model = ""', 'prompt = "umbrela"']
-        else:
-            model, prompt, mode = fields
-            lines += ["", "[[judges]]", f"id = {q(judge)}", f"model = {q(model)}", f"prompt = {q(prompt)}",
-                      f"mode = {q(mode)}"]
-        if chosen.weights:
-            lines.append(f"weight = {chosen.weights[judge]:.4f}")
-    return "\n".join(lines) + "\n"
+    comments = [line[2:] if line.startswith("# ") else line[1:] for line in lines]
+    choice = PanelChoice(tuple(chosen.judges), chosen.method or "mv", chosen.tie, 0, chosen.weights, chosen.thresholds)
+    return panel_file_text(choice, specs if specs is not None else specs_for(chosen.judges), comments)
 
 
 def register(app: typer.Typer) -> None:
@@ -67,6 +52,14 @@ def register(app: typer.Typer) -> None:
         folds: int = typer.Option(5, "--folds", help="Query folds for held-out scoring."),
         seed: int = typer.Option(0, "--seed"),
         out: Path = typer.Option(..., "--out", "-o", help="The chosen panel file (TOML)."),
+        select_panel: bool = typer.Option(False, "--select", help="Also choose the members: subsets x aggregators, cost-quality frontier (see docs/aggregators.md)."),
+        cost: Optional[list[str]] = typer.Option(None, "--cost", help="NAME=PRICE per call for --select (others cost 1); repeatable."),
+        judge_model: Optional[list[str]] = typer.Option(None, "--judge-model", help="NAME=MODEL[/PROMPT[/MODE]]: the model a label-file judge stands for, written to the panel file; repeatable."),
+        exhaustive_max: int = typer.Option(8, "--exhaustive-max", help="--select: score every subset up to this many judges, else greedy."),
+        time_limit: float = typer.Option(120.0, "--time-limit", help="--select: seconds for one search."),
+        outer_folds: int = typer.Option(0, "--outer-folds", help="--select: re-run the selection inside N outer query folds and report the honest held-out figure (0: off)."),
+        cost_from_store: bool = typer.Option(False, "--cost-from-store", help="--select: each judge's cost = its mean calls per pair in --store (a --cost price wins)."),
+        slow: bool = typer.Option(True, "--slow/--fast-only", help="--select: also score learned thresholds and dawid-skene on the frontier subsets."),
     ) -> None:
         """Score each judge and aggregator on a human seed set, choose, and write the panel file."""
         gold_qrels = read_qrels(gold, allowed=range(4))
@@ -88,6 +81,19 @@ def register(app: typer.Typer) -> None:
             table, source = ballots_from_run(run), f"panel {panel} judged on {gold}"
         else:
             raise JudgeblenderError("give --details FILE, or --panel with --queries and --corpus")
+        panel_specs = []
+        if panel:  # the panel that judged: its members' models, prompts, modes and options go to the file
+            from ..judges.panel import get_panel
+
+            panel_specs = get_panel(panel, None, mode, {}, seed=seed).judges
+        if select_panel:
+            from .calibrate_select import run_select
+
+            run_select(table, gold_qrels, source, out, folds=folds, seed=seed, costs=cost or [],
+                       judge_models=judge_model or [], panel_specs=panel_specs, mode=mode,
+                       exhaustive_max=exhaustive_max, time_limit=time_limit, outer_folds=outer_folds, slow=slow,
+                       cost_store=store_path if cost_from_store else None)
+            return
         cal = calibrate(table, gold_qrels, folds=folds, seed=seed)
         if runs is not None:
             _leaderboard_taus(cal, table, gold_qrels, runs, seed)
@@ -104,7 +110,8 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"[yellow]note[/] {w}")
         if cal.chosen is None:
             raise JudgeblenderError("no panel written: " + (cal.warnings[-1] if cal.warnings else "nothing to choose"))
-        atomic_write_text(out, panel_toml(cal, cal.chosen, source))
+        atomic_write_text(out, panel_toml(cal, cal.chosen, source, specs_for(table.judges, panel_specs,
+                                                                                judge_model or [], mode)))
         err_console.print(f"chose {cal.chosen.name} (criterion: mean held-out Cohen's kappa, one-standard-error "
                           f"rule towards simpler candidates); wrote {out}")
 

@@ -15,6 +15,7 @@ from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
 from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import final_labels, write_details, write_qrels_file
 from ..judges.panel import get_panel
+from ..judges.panel_file import load_tiebreaker
 from ..judges.run_panel import run_panel, write_panel_run
 from ..pairs import Pair, read_corpus, read_pairs, read_queries
 from ..store import CallStore
@@ -61,15 +62,17 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: li
     """`judge --panel`: run the panel (judges/run_panel.py), write its files, print its summary."""
     panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
                       invalid_policy=invalid_policy)
+    tiebreaker = load_tiebreaker(panel.source, mode, options, seed=seed) if str(panel.source).endswith(".toml") else None
     with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
-        result = run_panel(panel, pairs, queries, corpus, store, reporter, skip_missing, batch_read, batch_write)
+        result = run_panel(panel, pairs, queries, corpus, store, reporter, skip_missing, batch_read, batch_write,
+                           tiebreaker)
     write_batch_requests(result.batch_queue)
     n, details_path = write_panel_run(result, out, details)
     run = result.run
     print_summary(run)
     if result.flagged:
         err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(result.flagged))}", highlight=False)
-    for line in result.result.summary_lines():
+    for line in result.summary_lines():
         err_console.print(line, markup=False)
     err_console.print(f"wrote {n} blended judgments to {out} and every judge's label to {details_path}")
     if json_summary:

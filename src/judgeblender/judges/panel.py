@@ -99,7 +99,7 @@ def preset(name: str, models: list[str] | None, mode: str, options: dict[str, An
     return Panel(name=name, judges=specs, method="mv", tie="avg")
 
 
-PANEL_KEYS = {"name", "aggregator", "judges"}
+PANEL_KEYS = {"name", "aggregator", "judges", "tiebreaker"}  # [tiebreaker]: judges/panel_file.py
 JUDGE_KEYS = {"model", "prompt", "mode", "weight", "id", "options"}
 AGGREGATOR_KEYS = {"method", "tie", "seed", "thresholds"}
 
@@ -163,6 +163,9 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
             raise InputError(path, where_is.key(bad[0], header), f"{where}: only the keys {sorted(JUDGE_KEYS)}",
                              ", ".join(bad))
         model = j.get("model")
+        if model is None or model == "":  # a label-file judge written by `calibrate`: say how to name its model
+            raise InputError(path, header, f"{where} ({j.get('id', '?')}): a model; it came from a label file: "
+                             "re-run calibrate with --judge-model NAME=MODEL[/PROMPT[/MODE]] or set model here")
         if not isinstance(model, str) or model.partition(":")[0] not in prefixes or ":" not in model:
             raise InputError(path, where_is.key("model", header),
                              f"{where}: a model string PREFIX:MODEL with PREFIX in {sorted(prefixes)}", str(model))

@@ -20,7 +20,10 @@ from .engine import JudgeRun, Reporter, judge_pairs
 from .factory import build_judge
 from .injection import flag_pairs
 from .outputs import write_details, write_qrels_file
+from .judge import JudgeSpec
 from .panel import Panel, blend_run
+from ..blend.tiebreak import TiebreakResult
+from .tiebreak_run import run_tiebreaker
 
 
 @dataclass
@@ -36,17 +39,28 @@ class PanelRun:
     flagged: dict[Pair, list]
     # the Batch API requests queued with batch_write, still to be written (None without it)
     batch_queue: BatchRequests | None = None
+    # the tie-breaker's outcome where the panel has one (judges/tiebreak_run.py), else None
+    tiebreak: TiebreakResult | None = None
     blend_info: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
         self.blend_info = {"panel": self.panel.name, "method": self.panel.method, "tie": self.panel.tie,
                            "seed": self.panel.seed}
+        if self.tiebreak is not None:
+            self.blend_info["tiebreaker"] = {"judge": self.tiebreak.tiebreaker, "spread": self.tiebreak.spread,
+                                             **self.tiebreak.counts()}
+
+    def summary_lines(self) -> list[str]:
+        return [*self.result.summary_lines(), *(self.tiebreak.summary_lines() if self.tiebreak is not None else [])]
 
 
 def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: dict[str, str],
               store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
-              batch_read: Path | None = None, batch_write: Path | None = None) -> PanelRun:
-    """Judge `pairs` with every member of `panel` (calls cached in `store`), then blend."""
+              batch_read: Path | None = None, batch_write: Path | None = None,
+              tiebreaker: tuple[JudgeSpec, int] | None = None) -> PanelRun:
+    """Judge `pairs` with every member of `panel` (calls cached in `store`), then blend; with a
+    `tiebreaker` (spec, spread), that judge is called on the pairs where the members tie or
+    spread by `spread` or more, and only those (judges/tiebreak_run.py)."""
     judges = [build_judge(spec) for spec in panel.judges]
     batch_queue = use_batch_files(judges, batch_read, batch_write)
     try:
@@ -58,10 +72,21 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
     labels = {Pair(q, d): dec.label for (q, d), dec in zip(result.table.pairs, result.decisions)}
     extra = {Pair(q, d): {"blend_reason": dec.reason, "tied": list(dec.tied) if dec.tied else None}
              for (q, d), dec in zip(result.table.pairs, result.decisions)}
+    tiebreak = None
+    if tiebreaker is not None:
+        spec, spread = tiebreaker
+        judge = build_judge(spec)
+        try:
+            tiebreak, _ = run_tiebreaker(result, judge, queries, corpus, store, spread, reporter)
+        finally:
+            getattr(judge, "close", lambda: None)()
+        labels = {Pair(q, d): lab for (q, d), lab in zip(result.table.pairs, tiebreak.labels)}
+        for (q, d), outcome in zip(result.table.pairs, tiebreak.outcomes):
+            extra[Pair(q, d)]["tiebreaker"] = outcome
     flagged = flag_pairs(run.pairs, queries, corpus)  # reported only: labels stay as judged
     for p, found in flagged.items():
         extra[p]["injection"] = [str(f) for f in found]
-    return PanelRun(panel, run, result, labels, extra, flagged, batch_queue)
+    return PanelRun(panel, run, result, labels, extra, flagged, batch_queue, tiebreak)
 
 
 def write_panel_run(panel_run: PanelRun, out: Path, details: Path | None = None) -> tuple[int, Path]:

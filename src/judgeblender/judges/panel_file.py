@@ -1,0 +1,287 @@
+"""Panel files that run as written: writing the calibrated panel, and reading one to blend label files.
+
+`calibrate` writes every member as `judge --panel` needs it: model string, prompt, mode and
+options (from the panel that judged the seed set, or parsed from a MODEL/PROMPT/MODE judge
+id). A judge that came from a label file has no model: `--judge-model NAME=MODEL[/PROMPT[/MODE]]`
+names one; without it the judge is written with its id only, `blend --panel` still applies
+the panel to label files, and `judge --panel` refuses it with that hint.
+
+`blend --panel` reads the same file without needing models: the members are matched to
+label files by judge id, and the method, tie rule, seed, weights and thresholds come from
+the file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, JudgeblenderError
+from .judge import JudgeSpec
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MODES = ("generate", "logprobs")
+JUDGE_MODEL_HINT = "--judge-model NAME=MODEL[/PROMPT[/MODE]]"
+
+
+def parse_judge_model(arg: str) -> tuple[str, str, str | None, str | None]:
+    """`NAME=MODEL[/PROMPT[/MODE]]` -> (name, model, prompt or None, mode or None).
+
+    A model string may hold slashes (hf:org/model), so PROMPT and MODE are read from the
+    right: the last part is a MODE only if it is `generate` or `logprobs`, and then the part
+    before it is the PROMPT; otherwise the last part is a PROMPT only if it names a known
+    prompt template; the rest is the model string.
+    """
+    from ..errors import TemplateError
+    from ..prompts import get_template
+
+    name, sep, rest = arg.partition("=")
+    if not sep or not name or not rest or ":" not in rest:
+        raise JudgeblenderError(f"{JUDGE_MODEL_HINT}: expected NAME=PREFIX:MODEL[/PROMPT[/MODE]], got {arg!r}")
+    parts = rest.split("/")
+    mode = prompt = None
+    if len(parts) >= 3 and parts[-1] in MODES:
+        mode, prompt, parts = parts[-1], parts[-2], parts[:-2]
+    elif len(parts) >= 2:
+        try:
+            get_template(parts[-1])
+            prompt, parts = parts[-1], parts[:-1]
+        except (TemplateError, OSError, ValueError):
+            pass
+    model = "/".join(parts)
+    if ":" not in model:
+        raise JudgeblenderError(f"{JUDGE_MODEL_HINT}: the model of {name} must be PREFIX:MODEL, got {model!r}")
+    return name, model, prompt, mode
+
+
+def judge_id_fields(judge_id: str) -> tuple[str, str, str] | None:
+    """Judge ids written by `judge --panel` are MODEL/PROMPT/MODE; None for any other id."""
+    parts = judge_id.rsplit("/", 2)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 and ":" in parts[0] and parts[2] in MODES else None
+
+
+def _q(text: str) -> str:
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _q(key)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise JudgeblenderError(f"cannot write the option value {v!r} to a panel file")
+        return repr(v)
+    if isinstance(v, str):
+        return _q(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{ " + ", ".join(f"{_key(str(k))} = {_value(x)}" for k, x in v.items()) + " }"
+    if v is None:
+        raise JudgeblenderError("cannot write an option whose value is None to a panel file")
+    return _q(str(v))
+
+
+@dataclass
+class PanelChoice:
+    """What a panel file's [aggregator] and member list hold."""
+
+    judges: tuple[str, ...]
+    method: str = "mv"
+    tie: str = "avg"
+    seed: int = 0
+    weights: Mapping[str, float] | None = None
+    thresholds: Sequence[float] | None = None
+
+
+def specs_for(judges: Sequence[str], panel_specs: Sequence[JudgeSpec] = (), judge_models: Sequence[str] = (),
+              mode: str = "generate") -> dict[str, JudgeSpec | None]:
+    """How each judge id is run: from the panel that judged (by id), a --judge-model mapping, or
+    the id itself when it is MODEL/PROMPT/MODE; None when nothing says (a label-file judge)."""
+    mapped: dict[str, JudgeSpec] = {}
+    for arg in judge_models:
+        name, model, prompt, jmode = parse_judge_model(arg)
+        if name in mapped:
+            raise JudgeblenderError(f"{JUDGE_MODEL_HINT}: {name} given twice")
+        mapped[name] = JudgeSpec(model=model, prompt=prompt or "umbrela", mode=jmode or mode, id=name)
+    unknown = sorted(set(mapped) - set(judges))
+    if unknown:
+        raise JudgeblenderError(f"{JUDGE_MODEL_HINT}: no judge named {', '.join(unknown)} "
+                                f"(judges: {', '.join(judges)})")
+    by_id = {s.id: s for s in panel_specs}
+    out: dict[str, JudgeSpec | None] = {}
+    for j in judges:
+        if j in mapped:
+            out[j] = mapped[j]
+        elif j in by_id:
+            out[j] = by_id[j]
+        elif (fields := judge_id_fields(j)) is not None:
+            out[j] = JudgeSpec(model=fields[0], prompt=fields[1], mode=fields[2], id=j)
+        else:
+            out[j] = None
+    return out
+
+
+def panel_file_text(choice: PanelChoice, specs: Mapping[str, JudgeSpec | None], comments: Sequence[str] = (),
+                    name: str = "calibrated", base_options: Mapping[str, Any] | None = None) -> str:
+    """The TOML text: comments first, then name, [aggregator] and one [[judges]] per member.
+
+    Options equal to `base_options` (the command line's, which `judge --panel` adds itself)
+    are still written: the file must run as written, whatever the next command line says.
+    """
+    lines = [f"# {c}" if c else "#" for c in comments]
+    lines += [f"name = {_q(name)}", "", "[aggregator]", f"method = {_q(choice.method)}", f"tie = {_q(choice.tie)}",
+              f"seed = {int(choice.seed)}"]
+    if choice.thresholds:
+        lines.append("thresholds = [" + ", ".join(repr(round(float(t), 6)) for t in choice.thresholds) + "]")
+    for judge in choice.judges:
+        spec = specs.get(judge)
+        lines.append("")
+        if spec is None:
+            lines += [f"# {judge!r} came from a label file: `judge --panel` needs its model; re-run calibrate with",
+                      f"# {JUDGE_MODEL_HINT} (e.g. {judge}=openai:MODEL/umbrela/generate) or add model/prompt/mode here.",
+                      "[[judges]]", f"id = {_q(judge)}"]
+        else:
+            lines += ["[[judges]]", f"id = {_q(judge)}", f"model = {_q(spec.model)}", f"prompt = {_q(spec.prompt)}",
+                      f"mode = {_q(spec.mode)}"]
+            options = {**(base_options or {}), **(spec.options or {})}
+            if options:
+                lines.append(f"options = {_value(options)}")
+        if choice.weights is not None:
+            lines.append(f"weight = {float(choice.weights[judge])!r}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class BlendPanel:
+    """A panel file read for blending label files: member ids and the aggregator's settings."""
+
+    name: str
+    judges: list[str]
+    method: str = "mv"
+    tie: str = "avg"
+    seed: int = 0
+    weights: dict[str, float] | None = None
+    thresholds: list[float] | None = None
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def blender(self):
+        from ..blend import Blender
+
+        kwargs: dict[str, Any] = {"tie": self.tie, "seed": self.seed}
+        if self.method == "weighted":
+            kwargs["weights"] = self.weights
+        if self.thresholds:
+            kwargs["thresholds"] = self.thresholds
+        try:
+            return Blender(self.method, **kwargs)
+        except (KeyError, ValueError) as exc:
+            raise InputError(self.source, None, "a valid [aggregator]", str(exc)) from None
+
+
+def load_blend_panel(path: str | Path) -> BlendPanel:
+    """Read a panel file for `blend --panel`: models are not needed, ids are (see the module docstring)."""
+    from .panel import AGGREGATOR_KEYS, JUDGE_KEYS, PANEL_KEYS, _TomlLines
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except FileNotFoundError:
+        raise InputError(path, None, "a panel file", "no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        at = re.search(r"at line (\d+)", str(exc))
+        raise InputError(path, int(at.group(1)) if at else None, "valid TOML", str(exc)) from None
+    where = _TomlLines(text)
+    unknown = sorted(set(data) - PANEL_KEYS)
+    if unknown:
+        raise InputError(path, where.key(unknown[0]) or where.table(unknown[0]), f"only the keys {sorted(PANEL_KEYS)}",
+                         ", ".join(unknown))
+    judges = data.get("judges")
+    if not isinstance(judges, list) or not judges:
+        raise InputError(path, None, "at least one [[judges]] table")
+    ids, weights = [], {}
+    for n, j in enumerate(judges, start=1):
+        header = where.table("judges", n)
+        bad = sorted(set(j) - JUDGE_KEYS)
+        if bad:
+            raise InputError(path, where.key(bad[0], header), f"judge {n}: only the keys {sorted(JUDGE_KEYS)}",
+                             ", ".join(bad))
+        jid = j.get("id")
+        if jid is None and isinstance(j.get("model"), str):
+            jid = f"{j['model']}/{j.get('prompt', 'umbrela')}/{j.get('mode', 'generate')}"
+        if not isinstance(jid, str) or not jid:
+            raise InputError(path, header, f"judge {n}: an id (the label file's judge name) or a model")
+        if jid in ids:
+            raise InputError(path, where.key("id", header), f"judge {n}: a distinct id", jid)
+        ids.append(jid)
+        try:
+            weights[jid] = float(j.get("weight", 1.0))
+        except (TypeError, ValueError):
+            raise InputError(path, where.key("weight", header), f"judge {n}: a number for weight",
+                             str(j.get("weight"))) from None
+    agg = data.get("aggregator", {})
+    bad = sorted(set(agg) - AGGREGATOR_KEYS)
+    if bad:
+        raise InputError(path, where.key(bad[0], where.table("aggregator")),
+                         f"[aggregator]: only the keys {sorted(AGGREGATOR_KEYS)}", ", ".join(bad))
+    panel = BlendPanel(name=str(data.get("name", path.stem)), judges=ids, method=str(agg.get("method", "mv")),
+                       tie=str(agg.get("tie", "avg")), seed=int(agg.get("seed", 0)), weights=weights,
+                       thresholds=agg.get("thresholds"), source=str(path))
+    panel.blender()
+    return panel
+
+
+TIEBREAKER_KEYS = {"model", "prompt", "mode", "options", "id", "spread"}
+
+
+def load_tiebreaker(path: str | Path, mode: str, options: Mapping[str, Any], **spec_kw) -> tuple[JudgeSpec, int] | None:
+    """The panel file's optional [tiebreaker] table: the judge consulted where the panel ties or its
+    members spread by `spread` or more (default 2), as (spec, spread); None when there is none.
+
+        [tiebreaker]
+        model = "openai:llama-3-70b"
+        prompt = "umbrela"
+        mode = "generate"
+        spread = 2
+    """
+    from ..blend.tiebreak import DEFAULT_SPREAD
+    from .panel import _TomlLines
+
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    table = tomllib.loads(text).get("tiebreaker")
+    if table is None:
+        return None
+    where = _TomlLines(text)
+    header = where.table("tiebreaker")
+    if not isinstance(table, dict):
+        raise InputError(path, header, "[tiebreaker] as a table")
+    bad = sorted(set(table) - TIEBREAKER_KEYS)
+    if bad:
+        raise InputError(path, where.key(bad[0], header), f"[tiebreaker]: only the keys {sorted(TIEBREAKER_KEYS)}",
+                         ", ".join(bad))
+    model = table.get("model")
+    if not isinstance(model, str) or ":" not in model:
+        raise InputError(path, where.key("model", header), "[tiebreaker]: a model string PREFIX:MODEL", str(model))
+    spread = table.get("spread", DEFAULT_SPREAD)
+    if isinstance(spread, bool) or not isinstance(spread, int) or not 0 <= spread <= 4:
+        raise InputError(path, where.key("spread", header), "[tiebreaker]: spread, an integer 0..4", str(spread))
+    prompt, jmode = table.get("prompt", "umbrela"), table.get("mode", mode)
+    spec = JudgeSpec(model=model, prompt=prompt, mode=jmode, options={**options, **table.get("options", {})},
+                     id=table.get("id") or f"{model}/{prompt}/{jmode}", **spec_kw)
+    return spec, spread
