@@ -15,6 +15,18 @@ from judgeblender.backends.scripted import ScriptedBackend  # noqa: E402
 
 SHARED_DATA = TESTS.parents[1] / "shared" / "data"
 
+try:  # property-based tests (the [dev] extra): the same examples on every CI run
+    import os
+
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("ci" if os.environ.get("CI") else "dev")
+except ImportError:  # pragma: no cover - without the dev extra the property tests are skipped
+    pass
+
 
 @pytest.fixture
 def tiny() -> Path:

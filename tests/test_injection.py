@@ -147,3 +147,23 @@ def test_describe_names_counts_and_the_first_pair():
     line = describe(flagged)
     assert line.startswith("1 pairs whose passage may try to steer the judge") and "first: q1/d2" in line
     assert describe({}) is None
+
+
+WORDINGS = Path(__file__).parent / "data" / "injection"
+
+
+def wordings(name: str) -> list[dict]:
+    return [json.loads(line) for line in (WORDINGS / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_development_wordings_in_five_languages_and_four_formats_are_all_flagged():
+    missed = [w["id"] for w in wordings("dev") if not scan(f"{PASSAGE} {w['text']}", QUERY)]
+    assert missed == []
+
+
+def test_the_held_out_wordings_are_flagged_at_the_documented_recall():
+    """38 of 40 (docs/reliability.md; 8 of 40 before the patterns for other languages and formats)."""
+    held_out = wordings("held_out")
+    caught = [w["id"] for w in held_out if scan(f"{PASSAGE} {w['text']}", QUERY)]
+    assert len(held_out) == 40 and len(caught) == 38
+    assert {w["lang"] for w in held_out if w["id"] in caught} >= {"fr", "de", "es", "zh", "en"}

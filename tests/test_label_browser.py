@@ -236,3 +236,135 @@ def test_a_torn_last_journal_line_is_cut_and_a_bad_one_is_an_error(tmp_path):
     path.write_text('{"qid": "q1", "docid": "d1", "label": 2}\n{"qid": "q1", "docid": "d2", "label": 5}\n')
     with pytest.raises(InputError, match=r"j\.jsonl:2: expected a label 0-3"):
         Journal(path)
+
+
+# --- labels are integers of the scale; a failed write is never a saved label -------------------
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`python -m judgeblender ...` to its end: the real command's exit code and error line."""
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return subprocess.run([sys.executable, "-m", "judgeblender", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def label_args(d: Path, out: Path, *extra) -> list:
+    return ["label", "-q", d / "queries.tsv", "-c", d / "corpus.jsonl", "-p", d / "pairs.tsv", "-o", out,
+            "--port", "0", "--no-open", *extra]
+
+
+@pytest.mark.parametrize("raw", ["2.5", "2.0", "1e0", '"2"', "true", "-1", "4", "NaN", "Infinity", "[2]", "{}"])
+def test_a_label_that_is_not_an_integer_of_the_scale_is_refused_and_never_stored(inputs, servers, raw):
+    server = servers(inputs)
+    body = '{"i": 0, "qid": "q1", "docid": "d1", "label": %s}' % raw
+    status, answer = server.request("POST", "/api/label", body)
+    assert status == 400
+    assert "label must be one of 0, 1, 2, 3" in answer["error"] and raw in answer["error"]
+    assert server.request("GET", "/api/state")[1]["labelled"] == 0
+    assert (inputs / "human.qrels").read_text() == ""
+    assert (inputs / "human.qrels.journal.jsonl").read_text() == ""
+
+
+def test_a_pair_index_that_is_not_an_integer_is_refused(inputs, servers):
+    server = servers(inputs)
+    for raw in ("0.0", "true", '"0"'):
+        status, answer = server.request("POST", "/api/label", '{"i": %s, "qid": "q1", "docid": "d1", "label": 1}' % raw)
+        assert status == 400 and "i must be an integer" in answer["error"]
+    assert (inputs / "human.qrels").read_text() == ""
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 KiB tmpfs, to fill for real (root writes through file permissions, not through a full disk)."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("needs root to mount a tmpfs")
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as fh:
+        with pytest.raises(OSError, match="No space left"):
+            while True:
+                fh.write(b"x" * 1024)
+    return filler
+
+
+def test_a_label_the_full_disk_refused_is_reported_unsaved_and_never_replayed_as_saved(inputs, servers, small_disk):
+    journal = small_disk / "labels.journal.jsonl"
+    server = servers(inputs, "--journal", journal)
+    filler = fill(small_disk)
+
+    status, answer = server.request("POST", "/api/label", {"i": 0, "qid": "q1", "docid": "d1", "label": 3})
+    assert status == 507
+    assert "NOT saved" in answer["error"] and "No space left on device" in answer["error"]
+    assert server.request("GET", "/api/state")[1]["labelled"] == 0
+    assert journal.read_bytes() == b""
+
+    filler.unlink()  # space again: the next label is saved, and only it
+    status, answer = server.request("POST", "/api/label", {"i": 1, "qid": "q1", "docid": "d2", "label": 1})
+    assert status == 200 and answer["labelled"] == 1
+    server.crash()
+    assert [json.loads(line)["docid"] for line in journal.read_text().splitlines()] == ["d2"]
+    assert qrels_lines(inputs) == ["q1 0 d2 1"]
+    restarted = servers(inputs, "--journal", journal)
+    assert restarted.request("GET", "/api/state")[1] == {"total": 4, "labelled": 1, "skipped": 0, "resume": 0,
+                                                         "out": str(inputs / "human.qrels")}
+
+
+def test_a_qrels_export_the_full_disk_refused_is_reported_and_repaired_on_the_next_save(inputs, servers, small_disk):
+    out = small_disk / "human.qrels"
+    server = servers(inputs, "--journal", inputs / "labels.journal.jsonl", "--out", out)
+    filler = fill(small_disk)
+    status, answer = server.request("POST", "/api/label", {"i": 0, "qid": "q1", "docid": "d1", "label": 2})
+    assert status == 200 and answer["labelled"] == 1  # saved: the journal is the record
+    assert f"{out} could not be rewritten" in answer["warning"] and "No space left on device" in answer["warning"]
+    assert out.read_text() == ""
+    filler.unlink()
+    status, answer = server.request("POST", "/api/label", {"i": 1, "qid": "q1", "docid": "d2", "label": 0})
+    assert status == 200 and "warning" not in answer
+    assert out.read_text() == "q1 0 d1 2\nq1 0 d2 0\n"
+
+
+# --- one server per output and journal ----------------------------------------------------------
+
+def test_a_second_server_on_the_same_output_is_refused_and_no_confirmed_label_is_lost(inputs, servers):
+    first = servers(inputs)
+    assert first.request("POST", "/api/label", {"i": 0, "qid": "q1", "docid": "d1", "label": 3})[0] == 200
+    for extra in ([], ["--journal", inputs / "other.journal.jsonl"]):
+        second = run_cli(*label_args(inputs, inputs / "human.qrels", *extra))
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.startswith("error: ") and "another labeling server" in second.stderr
+        assert "http://" not in second.stdout
+    assert first.request("POST", "/api/label", {"i": 1, "qid": "q1", "docid": "d2", "label": 1})[0] == 200
+    assert qrels_lines(inputs) == ["q1 0 d1 3", "q1 0 d2 1"]
+    first.crash()
+    assert servers(inputs).request("GET", "/api/state")[1]["labelled"] == 2  # the lock died with its server
+
+
+def test_a_second_server_on_the_same_journal_is_refused(inputs, servers):
+    servers(inputs)
+    second = run_cli(*label_args(inputs, inputs / "other.qrels", "--journal", inputs / "human.qrels.journal.jsonl"))
+    assert second.returncode == 2 and "another labeling server" in second.stderr
+    assert not (inputs / "other.qrels").exists()
+
+
+@pytest.mark.parametrize("journal", ["human.qrels", "./human.qrels", "link.qrels"])
+def test_the_journal_and_the_output_cannot_be_one_file(inputs, journal):
+    (inputs / "link.qrels").symlink_to(inputs / "human.qrels")
+    done = run_cli(*label_args(inputs, inputs / "human.qrels", "--journal", f"{inputs}/{journal}"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and "the journal and --out must be two different files" in done.stderr
+    assert not (inputs / "human.qrels").exists() and "http://" not in done.stdout
+
+
+def test_the_output_cannot_be_an_input_file(inputs):
+    before = (inputs / "pairs.tsv").read_bytes()
+    done = run_cli(*label_args(inputs, inputs / "pairs.tsv", "--journal", inputs / "j.jsonl"))
+    assert done.returncode == 2 and "--out is the --pairs file" in done.stderr
+    assert (inputs / "pairs.tsv").read_bytes() == before

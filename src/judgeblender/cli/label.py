@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from ..errors import JudgeblenderError
-from ..label.journal import Journal
+from ..label.journal import Journal, hold_lock
 from ..label.server import LabelServer
 from ..label.session import LabelSession
 from ..pairs import read_corpus, read_pairs, read_queries
@@ -21,6 +21,44 @@ from .console import err_console
 
 def default_journal(out: Path) -> Path:
     return out.with_name(out.name + ".journal.jsonl")
+
+
+def lock_path(out: Path) -> Path:
+    return out.with_name(out.name + ".lock")
+
+
+def lock_output(out: Path) -> int:
+    """Lock OUT.lock (a file of its own: OUT is replaced on every save, so a lock on it would not
+    hold); the open descriptor holds the lock until closed or the process dies."""
+    path = lock_path(out)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise JudgeblenderError(f"{path}: cannot create the lock file of --out ({exc.strerror})") from None
+    hold_lock(fd, out, "this --out file")
+    return fd
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)  # hard links
+    except OSError:
+        return False
+
+
+def _check_distinct(out: Path, journal: Path, **inputs: Path) -> None:
+    """Before anything is opened: the journal and --out are two files, and neither is an input."""
+    if _same_file(out, journal):
+        raise JudgeblenderError(f"--journal {journal} is --out {out}: the journal and --out must be two different "
+                                "files (--out is rewritten on every save, which would erase the journal)")
+    for option, path in (("--out", out), ("--journal", journal)):
+        for name, given in inputs.items():
+            if _same_file(path, given):
+                raise JudgeblenderError(f"{option} is the --{name} file {given}: choose another path; "
+                                        "input files are never written")
 
 
 def _has_gui() -> bool:
@@ -41,43 +79,52 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve a labeling page on 127.0.0.1: one pair at a time, keys 0-3, back and skip; resumes where you stopped."""
         journal = journal or default_journal(out)
-        if out.exists() and not journal.exists():
-            raise JudgeblenderError(f"{out} exists but its journal {journal} does not: refusing to overwrite labels "
-                                    "this session did not make (pass --journal, or another --out)")
-        pair_list = read_pairs(pairs)
-        query_texts = read_queries(queries)
-        texts = read_corpus(corpus, wanted={p.docid for p in pair_list})
-        log = Journal(journal)
-        if log.torn_line is not None:
-            err_console.print(f"warning: {journal}: cut off an unfinished last line left by a crash "
-                              f"(never confirmed as saved): {log.torn_line[:80]!r}", markup=False)
+        _check_distinct(out, journal, queries=queries, corpus=corpus, pairs=pairs)
+        out_lock = lock_output(out)  # one server per --out, whatever its journal; held until we return
         try:
-            session = LabelSession(pair_list, query_texts, texts, log, out)
-        except BaseException:
-            log.close()
-            raise
-        try:
-            server = LabelServer(session, port)
-        except OSError as exc:
-            session.close()
-            raise JudgeblenderError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); try another --port") from None
-        state = session.state()
-        if session.foreign:
-            err_console.print(f"note: the journal holds {len(session.foreign)} label(s) for pairs not in {pairs}; "
-                              "they stay in the exported qrels", markup=False)
-        # The URL line goes to stdout and is flushed: scripts and tests read the port from it.
-        print(f"labeling {state['total']} pairs ({state['labelled']} labelled, {state['skipped']} skipped) "
-              f"at {server.url}", flush=True)
-        err_console.print(f"labels: {out} (qrels, rewritten on every save), journal: {journal}; Ctrl+C stops",
-                          markup=False)
-        if open_browser and _has_gui():
-            threading.Timer(0.3, webbrowser.open, args=(server.url,)).start()
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
+            _serve(out, journal, queries, corpus, pairs, port, open_browser)
         finally:
-            server.server_close()
-            session.close()
-            state = session.state()
-            err_console.print(f"stopped: {state['labelled']} of {state['total']} labelled, in {out}", markup=False)
+            os.close(out_lock)
+
+
+def _serve(out: Path, journal: Path, queries: Path, corpus: Path, pairs: Path, port: int, open_browser: bool) -> None:
+    if out.exists() and not journal.exists():
+        raise JudgeblenderError(f"{out} exists but its journal {journal} does not: refusing to overwrite labels "
+                                "this session did not make (pass --journal, or another --out)")
+    pair_list = read_pairs(pairs)
+    query_texts = read_queries(queries)
+    texts = read_corpus(corpus, wanted={p.docid for p in pair_list})
+    log = Journal(journal)
+    if log.torn_line is not None:
+        err_console.print(f"warning: {journal}: cut off an unfinished last line left by a crash "
+                          f"(never confirmed as saved): {log.torn_line[:80]!r}", markup=False)
+    try:
+        session = LabelSession(pair_list, query_texts, texts, log, out)
+    except BaseException:
+        log.close()
+        raise
+    try:
+        server = LabelServer(session, port)
+    except OSError as exc:
+        session.close()
+        raise JudgeblenderError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}); try another --port") from None
+    state = session.state()
+    if session.foreign:
+        err_console.print(f"note: the journal holds {len(session.foreign)} label(s) for pairs not in {pairs}; "
+                          "they stay in the exported qrels", markup=False)
+    # The URL line goes to stdout and is flushed: scripts and tests read the port from it.
+    print(f"labeling {state['total']} pairs ({state['labelled']} labelled, {state['skipped']} skipped) "
+          f"at {server.url}", flush=True)
+    err_console.print(f"labels: {out} (qrels, rewritten on every save), journal: {journal}; Ctrl+C stops",
+                      markup=False)
+    if open_browser and _has_gui():
+        threading.Timer(0.3, webbrowser.open, args=(server.url,)).start()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        session.close()
+        state = session.state()
+        err_console.print(f"stopped: {state['labelled']} of {state['total']} labelled, in {out}", markup=False)

@@ -25,6 +25,28 @@ _HIGH = r"(?:3|three|highest|maximum|maximal|max|top|perfect|perfectly|highly|fu
 # a grade of 3 as written for a reader to copy: "3", "3.", "3/3", "3 of 3"; not "3.5", "3-2", "3/5"
 _THREE = r"(?:[0-3](?:\s*(?:/|of|out\s+of)\s*3\b)?)(?!\d|[.,:/-]\d)"
 
+# Words of the same requests in French, German, Spanish, Italian and Portuguese (accents optional).
+_FOREIGN_RULES = (r"instructions?|consignes?|r[eè]gles?|directives?|anweisung(?:en)?|regeln|vorgaben|richtlinien"
+                  r"|instrucciones|reglas|indicaciones|istruzioni|regole|instru[cç][oõ]es|regras")
+_FOREIGN_JUDGES = (r"[eé]valuat(?:eur|rice)s?|correct(?:eur|rice)s?|annotat(?:eur|rice)s?|mod[eè]les?(?:\s+de\s+langue)?"
+                   r"|ia|bewerter(?:in)?|pr[uü]fer(?:in)?|gutachter(?:in)?|(?:sprach)?modell|ki(?:-modelle?)?"
+                   r"|evaluador(?:es|a)?|calificador(?:es|a)?|modelos?(?:\s+de\s+lenguaje)?|jueces|juez|valutatore"
+                   r"|avaliador(?:es|a)?")
+_FOREIGN_ADDRESS = (r"note|message|attention|remarque|avis|hinweis|nachricht|achtung|an\s+den|an\s+die|f[uü]r\s+den"
+                    r"|f[uü]r|nota|mensaje|atenci[oó]n|aviso|para\s+el|para\s+la|para|intention\s+de|[aà]\s+l'intention\s+de")
+_FOREIGN_SCORE = (r"note|notez|noter|pertinence|bewertung|bewerte\w*|punktzahl|relevanz\w*|note\s+3|vergib\w*"
+                  r"|puntuaci[oó]n|puntaje|calificaci[oó]n|califica\w*|relevancia|nota|punteggio|pontua[cç][aã]o|assegna|asigna\w*"
+                  r"|attribuez|attribue|donnez|gib|dale|dê|marque\w*|marca\w*|markier\w*|responde\w*|r[eé]pond\w*|antworte\w*")
+_FOREIGN_HIGH = (r"maximale?|maximum|maxima|m[aá]xim[ao]|h[oö]chste\w*|bestnote|volle\w*\s+punkt\w*|la\s+plus\s+[eé]lev[eé]e"
+                 r"|meilleure\s+note|parfaitement\s+pertinent\w*|tr[eè]s\s+pertinent\w*|perfekt\s+relevant|hoch\s+relevant"
+                 r"|vollst[aä]ndig\s+relevant|h[oö]chst\s+relevant|totalmente\s+relevante|muy\s+relevante"
+                 r"|perfectamente\s+relevante|massimo")
+# imperative verbs of those languages, followed by the top grade
+_FOREIGN_ASK = (r"r[eé]pond(?:ez|s)|notez|attribuez|donnez|antworte|gib|vergib|bewerte|responde|responda|rispondi|dale"
+                r"|asigna|califica|assegna|dê")
+_FOREIGN_JSON_KEYS = r"consignes?|anweisung(?:en)?|instrucci[oó]n(?:es)?|sistema|syst[eè]me|指令|指示"
+_FOREIGN_JSON_GRADES = r"note|pertinence|bewertung|relevanz|puntuaci[oó]n|relevancia|nota|分数|相关性|相关度|评分"
+
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # "ignore the above", "disregard all previous instructions", "do not follow your guidelines"
     ("instruction", re.compile(
@@ -61,6 +83,29 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end)\|>|\[/?INST\]|<</?SYS>>"
         r"|</?passage>|<<<\s*passage\s+(?:start|end)\s*>>>"  # the fences of the *-guarded prompts
         r"|(?:^|\n)\s*(?:system|assistant)\s*:", re.I)),
+    # the same requests in other languages (fr, de, es, it, pt, zh): "ignorez les consignes",
+    # "vergiss die Regeln", "note pour l'évaluateur", "la note maximale", "请评为3分"
+    ("instruction in another language", re.compile(
+        rf"\b(?:ignor\w*|oubli\w*|vergiss\w*|missacht\w*|olvid\w*|dimentic\w*|esque[cç]\w*|n[e']\s*tenez\s+pas\s+compte)"
+        rf"\W+(?:\w+\W+){{0,4}}?(?:{_FOREIGN_RULES})\b"
+        rf"|\b(?:{_FOREIGN_ADDRESS})\W+(?:\w+\W+){{0,3}}?(?:{_FOREIGN_JUDGES})\b"
+        rf"|\b(?:{_FOREIGN_SCORE})\W+(?:\w+\W+){{0,3}}?(?:{_FOREIGN_HIGH})"
+        rf"|\b(?:{_FOREIGN_ASK})\W+(?:\w+\W+){{0,4}}?3\b(?![.,]\d)"
+        rf"|(?:忽略|无视|忽视|忘记|忘掉|不要遵守).{{0,10}}(?:指令|指示|规则|说明|提示|要求)"
+        rf"|(?:评为|打|给|输出|回答)\s*(?:[0-3０-３]\s*分?|满分|最高分)|满分|最高分|完全相关|高度相关|非常相关"
+        rf"|(?:致|给|对)\s*(?:评估|评分|评审|大)?(?:模型|AI|人工智能|评分员|评估员|评审员)", re.I)),
+    # an object written for a program: {"score": 3}, {"role": "system", ...}, {"instruction": ...}
+    ("JSON-shaped instruction", re.compile(
+        rf"[{{,]\s*\"(?:[\w ]*[_ ])?(?:instructions?|system|override|prompt|judge|{_FOREIGN_JSON_KEYS})(?:[_ ][\w ]*)?\"\s*:"
+        r"|\"role\"\s*:\s*\"(?:system|assistant|developer)\""
+        rf"|\"(?:score|relevance|label|grade|rating|judg(?:e)?ment|{_FOREIGN_JSON_GRADES})\"\s*:\s*\"?3\"?\s*[,}}]", re.I)),
+    # a comment no reader of the page sees: <!-- ... --> with words in it
+    ("hidden comment", re.compile(r"<!--(?=[^>]{0,300}?\w{3})[\s\S]{0,300}?-->")),
+    # a conversation acted out inside the passage: "System: ...", "USER: ... ASSISTANT: ..."
+    ("role-play line", re.compile(
+        r"(?:^|[\n.!?>]\s*|-->\s*|<!--\s*)(?:system|assistant|système|systeme|sistema|系统|助手)\s*[:：]\s*\S"
+        r"|\b(?:user|human|usuario|utilisateur|benutzer)\s*:[^\n]{0,200}\n\s*(?:assistant|ai|asistente|assistent)\s*:",
+        re.I)),
 )
 
 _WORD = re.compile(r"[a-z0-9]+")

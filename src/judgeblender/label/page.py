@@ -154,7 +154,8 @@ async function save(label) {
   if (!current) return;
   const s = await api("/api/label", {i: current.i, qid: current.qid, docid: current.docid, label: label});
   showState(s);
-  status(label === null ? `skipped ${current.qid}/${current.docid}` : `saved ${label} for ${current.qid}/${current.docid}`);
+  status((label === null ? `skipped ${current.qid}/${current.docid}` : `saved ${label} for ${current.qid}/${current.docid}`)
+         + (s.warning ? `, but ${s.warning}` : ""), Boolean(s.warning));
   if (s.next === null) showDone(s); else await show(s.next);
 }
 

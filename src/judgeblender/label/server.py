@@ -2,17 +2,21 @@
 
 Routes: GET / (the page), GET /api/state, GET /api/item?i=N, POST /api/label
 ({"i", "qid", "docid", "label": 0-3 or null for a skip}), GET /qrels (the labels so far).
+A label that is not an int of the scale is answered 400; one the journal could not take
+(disk full) 507, and it is not saved; a saved label whose qrels export failed 200 with a
+"warning".
 """
 
 from __future__ import annotations
 
 import json
+import re
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from ..pairs.qrels import format_qrels
-from .journal import LEVELS
+from .journal import LEVELS, JournalWriteError, is_level
 from .page import PAGE_HTML
 from .session import LabelSession
 
@@ -77,18 +81,32 @@ class LabelHandler(BaseHTTPRequestHandler):
         if not 0 < length <= MAX_BODY:
             self._json(HTTPStatus.BAD_REQUEST, {"error": f"a body of 1..{MAX_BODY} bytes is needed"})
             return
+        raw = self.rfile.read(length)
         try:
-            body = json.loads(self.rfile.read(length))
+            body = json.loads(raw)
             i, qid, docid, label = body["i"], body["qid"], body["docid"], body["label"]
         except (ValueError, KeyError, TypeError):
             self._json(HTTPStatus.BAD_REQUEST, {"error": "expected JSON {i, qid, docid, label}"})
             return
-        if isinstance(label, bool) or (label is not None and label not in LEVELS) or isinstance(i, bool) \
-                or not isinstance(i, int):
-            self._json(HTTPStatus.BAD_REQUEST, {"error": "label must be 0-3 or null (skip); i an integer"})
+        # Only an int of the scale: 2.0, 1e0, "2", true, NaN and 4 are refused, never stored.
+        if label is not None and not is_level(label):
+            shown = raw.decode("utf-8", "replace")
+            field = json.dumps(label) if isinstance(label, (list, dict, str)) else _json_token(shown, label)
+            self._json(HTTPStatus.BAD_REQUEST, {
+                "error": f"label must be one of {', '.join(map(str, LEVELS))} (an integer) or null for a skip, "
+                         f"got {field}; not saved"})
+            return
+        if type(i) is not int:
+            self._json(HTTPStatus.BAD_REQUEST, {"error": f"i must be an integer pair index, got {json.dumps(i)}"})
+            return
+        if not isinstance(qid, str) or not isinstance(docid, str):
+            self._json(HTTPStatus.BAD_REQUEST, {"error": "qid and docid must be strings"})
             return
         try:
-            self._json(HTTPStatus.OK, self.server.session.record(i, str(qid), str(docid), label))
+            self._json(HTTPStatus.OK, self.server.session.record(i, qid, docid, label))
+        except JournalWriteError as exc:
+            self._json(HTTPStatus.INSUFFICIENT_STORAGE,
+                       {"error": f"{exc}; this label was NOT saved: press its key again once that is fixed"})
         except IndexError as exc:
             self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
         except LookupError as exc:
@@ -119,3 +137,9 @@ class LabelHandler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(body)
+
+
+def _json_token(body: str, value) -> str:
+    """The label as the client wrote it (2.0 and 1e0 read alike once parsed)."""
+    m = re.search(r'"label"\s*:\s*([^,}\s]+)', body)
+    return m.group(1) if m else json.dumps(value)

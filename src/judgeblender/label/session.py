@@ -89,10 +89,17 @@ class LabelSession:
             pair = self._pair(i)
             if (qid, docid) != (pair.qid, pair.docid):
                 raise LookupError(f"pair {i} is {pair.qid}/{pair.docid}, not {qid}/{docid}: reload the page")
-            self.journal.append(pair.qid, pair.docid, label)
+            self.journal.append(pair.qid, pair.docid, label)  # JournalWriteError: not saved, nothing changed
             self._apply(pair, label)
-            self.export()
+            try:
+                self.export()
+                warning = None
+            except OSError as exc:  # saved in the journal; the qrels catch up on the next save or start
+                warning = (f"{self.out} could not be rewritten ({exc.strerror or exc}); the label is saved in "
+                           f"the journal and {self.out} is rewritten on the next save or restart")
             state = self.state()
+            if warning:
+                state["warning"] = warning
             state["next"] = next((j for j in range(i + 1, len(self.pairs))
                                   if self.pairs[j] not in self.labels and self.pairs[j] not in self.skipped), None)
         return state

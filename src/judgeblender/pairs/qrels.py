@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -10,6 +11,9 @@ from ..fileio import atomic_write_text
 from .textfile import check_id, clean_lines, iter_lines, report_repair
 
 Qrels = dict[str, dict[str, int]]
+# An integer label as trec_eval reads it: ASCII digits with an optional sign. int() alone would
+# also take "1_0" (10), "３" and "١".
+_INT = re.compile(r"[+-]?[0-9]+")
 
 
 def _qrels_rows(path: str | Path) -> Iterator[tuple[int, str, str, str]]:
@@ -43,10 +47,9 @@ def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
     qrels: Qrels = {}
     duplicates: list[int] = []
     for lineno, qid, docid, raw in _qrels_rows(path):
-        try:
-            label = int(raw)
-        except ValueError:
-            raise InputError(path, lineno, "an integer label in column 4", raw) from None
+        if not _INT.fullmatch(raw):
+            raise InputError(path, lineno, "an integer label in column 4", raw)
+        label = int(raw)
         if allowed_set is not None and label not in allowed_set:
             raise InputError(path, lineno, f"a label in {sorted(allowed_set)}", raw)
         seen = qrels.setdefault(qid, {})
@@ -68,7 +71,7 @@ def read_qrels_abstaining(path: str | Path, allowed: Iterable[int]) -> tuple[dic
     out: dict[tuple[str, str], int | None] = {}
     bad = 0
     for lineno, qid, docid, raw in _qrels_rows(path):
-        label = int(raw) if raw.lstrip("-").isdigit() else None
+        label = int(raw) if _INT.fullmatch(raw) else None  # "²".isdigit() is True, and int("²") raises
         if label is not None and label not in allowed_set:
             label = None
         pair = (qid, docid)

@@ -21,9 +21,12 @@ def read_queries(path: str | Path) -> dict[str, str]:
         qid, sep, text = line.partition("\t")
         if not sep:
             raise InputError(path, lineno, "'query_id<TAB>text'", line)
-        qid = check_id(path, lineno, qid.strip(), "query id")
+        qid = check_id(path, lineno, qid.strip(" "), "query id")  # strip(): "\x85" too, which check_id refuses
         if not text.strip():
             raise InputError(path, lineno, f"non-blank text for query {qid}", line)
+        if "\r" in text:  # iter_lines removed the line end: a CR left is an old Mac line break
+            raise InputError(path, lineno, "one query per line, ending in LF or CR LF (found a lone CR: "
+                             "two lines would be read as one query)", line)
         text, changed = clean_text(text)
         if changed:
             cleaned.append(lineno)

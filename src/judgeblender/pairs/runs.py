@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from ..fileio import atomic_writer
 from ..hashing import sha256_text
 from ..paths import runs_cache_dir
 from .decimals import parse_decimal_chars
-from .textfile import iter_lines, read_whole
+from .textfile import check_id, iter_lines, read_whole
 
 # Files at least this large (on disk) are cached once parsed; smaller ones parse in milliseconds.
 CACHE_MIN_BYTES = 256 * 1024
@@ -33,6 +34,15 @@ _CACHE_VERSION = 1
 # ASCII bytes that str.split() treats as whitespace (tab, newline, VT, FF, CR, FS, GS, RS, US, space).
 _ASCII_SPACE = np.zeros(256, dtype=bool)
 _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+# Other ASCII control bytes: in an id they are an error, which the line reader names.
+_ASCII_CONTROL = np.zeros(256, dtype=bool)
+_ASCII_CONTROL[[*range(0, 9), *range(14, 28), 127]] = True
+# A decimal score as trec_eval's atof reads it; float() alone would also take "1_0" (10.0) and "１".
+# The bytes of such a score (0: padding); numpy's own conversion, the fallback of
+# parse_decimal_chars, would also take "1_0".
+_SCORE_BYTES = np.zeros(256, dtype=bool)
+_SCORE_BYTES[[0, *b"0123456789.+-eE"]] = True
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass
@@ -127,15 +137,16 @@ def _read_lines(path: Path) -> dict[str, list[tuple[str, float]]]:
                 continue
             raise InputError(path, lineno, "6 columns 'query_id Q0 doc_id rank score run_tag'", line)
         qid, _, docid, rank_s, score_s, _tag = cols
+        check_id(path, lineno, qid, "query id")
+        check_id(path, lineno, docid, "doc id")
         if first_line.setdefault((qid, docid), lineno) != lineno:  # name the line of the repeat
             raise InputError(path, lineno, f"each document once per query ({docid} is ranked for query {qid} "
                              f"at line {first_line[qid, docid]} already)", line)
         if not rank_s.isdigit():  # the fast test; the slow path says what is wrong
             _check_rank(path, lineno, rank_s)
-        try:
-            score = float(score_s)
-        except ValueError:
-            raise InputError(path, lineno, "a number score in column 5", score_s) from None
+        if not _DECIMAL.fullmatch(score_s):
+            raise InputError(path, lineno, "a number score in column 5", score_s)
+        score = float(score_s)
         if not math.isfinite(score):
             raise InputError(path, lineno, "a finite score in column 5", score_s)
         rows.setdefault(qid, []).append((docid, score))
@@ -165,7 +176,7 @@ def parse_run_bytes(data: bytes) -> RunColumns | None:
     """Vectorised parse of a run file's (decompressed) bytes; None if it is not the plain case."""
     a = np.frombuffer(data, dtype=np.uint8)
     # Non-ASCII (a byte-order mark, Unicode spaces) or NUL bytes: leave it to the line reader.
-    if a.size == 0 or a.max() >= 0x80 or not a.min():
+    if a.size == 0 or a.max() >= 0x80 or _ASCII_CONTROL[a].any():
         return None
     bounds = _six_tokens_per_line(a)
     if bounds is None:
@@ -176,8 +187,11 @@ def parse_run_bytes(data: bytes) -> RunColumns | None:
     rank_chars = _token_chars(padded, starts[:, 3], ends[:, 3])
     if not np.all((rank_chars == 0) | ((rank_chars >= 48) & (rank_chars <= 57))):
         return None  # a rank that is not all digits (0: the padding of shorter ranks)
+    score_chars = _token_chars(padded, starts[:, 4], ends[:, 4])
+    if not _SCORE_BYTES[score_chars].all():
+        return None  # "1_0", "nan", "0x1p3": the line reader names the line
     try:  # rounded as Python's float() rounds
-        scores = parse_decimal_chars(_token_chars(padded, starts[:, 4], ends[:, 4]))
+        scores = parse_decimal_chars(score_chars)
     except ValueError:
         return None
     if not np.isfinite(scores).all():

@@ -48,6 +48,9 @@ def check_id(path: str | Path, lineno: int, value: str, what: str) -> str:
     bad = _ANY_CONTROL.search(value)
     if bad:
         raise InputError(path, lineno, f"a {what} without control characters (found U+{ord(bad.group()):04X})", value)
+    space = next((c for c in value if c.isspace()), None)
+    if space is not None:  # qrels, runs and pairs files split on whitespace: it would never match
+        raise InputError(path, lineno, f"a {what} without whitespace (found U+{ord(space):04X})", value)
     return value
 
 
