@@ -1,7 +1,7 @@
 """The call store: every LLM call and its answer in one SQLite file.
 
-A call's key (`judgeblender.calls.call_key`) is the sha256 of the backend, the model's identity (file hash, or served name,
-revision and endpoint), the rendered messages and every decoding setting. Each finished call
+A call's key (`judgeblender.calls.call_key`) is the sha256 of the backend, the model's identity (file hash, or served name
+and revision), the rendered messages and every decoding setting. Each finished call
 is committed at once (WAL journal), so a killed run loses only its in-flight calls and a
 re-run finds the rest here instead of calling the model again. API keys are never part of a
 request or identity, so they never reach this file.
@@ -85,8 +85,11 @@ class CallStore:
                         f"({len(MIGRATIONS)}); upgrade judgeblender"
                     )
                 for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                    for statement in filter(str.strip, script.split(";")):
-                        self._db.execute(statement)
+                    if callable(script):
+                        script(self._db)
+                    else:
+                        for statement in filter(str.strip, script.split(";")):
+                            self._db.execute(statement)
                     self._db.execute(f"PRAGMA user_version={number}")
                 self._db.execute("COMMIT")
             except BaseException:
