@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .. import validate
 from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import JudgeblenderError
 from ..fileio import atomic_write_text
@@ -42,6 +43,8 @@ class CallStore:
 
     def __init__(self, path: str | Path, redact_passages: bool = False):
         self.path = Path(path)
+        if self.path.exists():  # never turn another program's database (or any other file) into a store
+            validate.sqlite_store(self.path, write=False)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         try:
@@ -157,6 +160,9 @@ class CallStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(statement, rows)
+            except sqlite3.OperationalError as exc:  # disk full, read-only: say which file
+                self._db.execute("ROLLBACK")
+                raise JudgeblenderError(f"{self.path}: cannot write to the store ({exc})") from None
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
