@@ -260,3 +260,259 @@ def test_cli_cuts_a_5_mb_passage_for_a_served_model_with_a_context_size(tmp_path
     details = {json.loads(line)["docid"]: json.loads(line) for line in (folder / "o.qrels.details.jsonl").open()}
     assert details["d3"]["label"] == 1 and details["d3"]["judges"]["openai:m/umbrela/generate"]["truncated"][
         "passage_chars"] == 5 * 2**20
+
+
+# --- every command's paths and options: one `error:` line, exit 2, no call, no file touched ---
+# Each case is a command line (placeholders: files of FILES, {tmp}, {url} of a counting test
+# server, {ro}/{full}: a read-only and a full tmpfs mount) and a fragment of the error line.
+# Judging commands use `openai:test-model` at {url}: the server must receive no request at all.
+FOREIGN_DB = "foreign.sqlite"  # another program's SQLite database (built by the fixture)
+OPT_FILES: dict[str, str | bytes] = {
+    "queries.tsv": QUERIES, "corpus.jsonl": CORPUS, "pairs.tsv": PAIRS, "gold.qrels": "q1 0 d1 2\nq2 0 d2 1\n",
+    "pred.qrels": "q1 0 d1 2\nq2 0 d2 1\n", "items.jsonl": '{"question": "q", "answer": "a"}\n',
+    "notes.txt": "not a store, not a model\n", "fake.gguf": b"PK\x03\x04 not a gguf file",
+    "runs/r1.run": "q1 Q0 d1 1 2.0 r1\nq2 Q0 d2 1 2.0 r1\n", "adir/keep": "",
+    "bad-mode.toml": PANEL.replace("{prompt}", "umbrela") + "mode = 5\n",
+    "bad-options.toml": PANEL.replace("{prompt}", "umbrela") + "options = 3\n",
+    "bad-weight.toml": PANEL.replace("{prompt}", "umbrela") + "weight = -1\n",
+    "bad-seed.toml": PANEL.replace("{prompt}", "umbrela") + '[aggregator]\nseed = "one"\n',
+    "prompt-dir.toml": PANEL.replace("{prompt}", "{tmp}/adir"),
+}
+JUDGE = ["judge", "-q", "{queries.tsv}", "-c", "{corpus.jsonl}", "-p", "{pairs.tsv}", "-j", "openai:test-model",
+         "--base-url", "{url}", "--no-progress"]
+J = [*JUDGE, "-o", "{tmp}/o.qrels", "--store", "{tmp}/s.sqlite"]
+JP = [*JUDGE, "-o", "{tmp}/o.qrels", "--store", "{tmp}/s.sqlite", "--panel"]
+GRADE = ["grade", "-i", "{items.jsonl}", "-j", "openai:test-model", "--base-url", "{url}", "--no-progress"]
+G = [*GRADE, "-o", "{tmp}/g.jsonl", "--store", "{tmp}/s.sqlite"]
+CASC = ["cascade", "-q", "{queries.tsv}", "-c", "{corpus.jsonl}", "-p", "{pairs.tsv}", "-j", "openai:test-model",
+        "--base-url", "{url}", "--no-progress", "--store", "{tmp}/s.sqlite"]
+C = [*CASC, "-o", "{tmp}/o.qrels"]
+CORR = ["correlate", "{pred.qrels}", "--gold", "{gold.qrels}", "--runs", "{tmp}/runs"]
+POOL = ["pool", "--runs", "{tmp}/runs"]
+LABEL = ["label", "-q", "{queries.tsv}", "-c", "{corpus.jsonl}", "-p", "{pairs.tsv}"]
+CAL = ["calibrate", "--gold", "{gold.qrels}", "--labels", "{pred.qrels}", "--labels", "{gold.qrels}"]
+FILL = ["fill", "--gold", "{gold.qrels}", "--llm", "{pred.qrels}"]
+REPORT = ["report", "--gold", "{gold.qrels}", "--pred", "{pred.qrels}", "--runs", "{tmp}/runs"]
+COMPARE = ["compare", "--qrels", "{gold.qrels}", "--runs", "{tmp}/runs"]
+DEMO = ["demo", "-j", "openai:test-model", "--no-progress"]
+
+OPTION_CASES: list[tuple[str, list[str], str]] = [
+    # judge: outputs
+    ("judge-out-is-a-directory", [*JUDGE, "-o", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
+    ("judge-out-under-a-file", [*JUDGE, "-o", "{notes.txt}/o.qrels"], "o.qrels: expected an output file path, got 'a path under a file'"),
+    ("judge-out-is-an-input", [*JUDGE, "-o", "{pairs.tsv}", "--store", "{tmp}/s.sqlite"], "pairs.tsv: expected an output file that is not also an input"),
+    ("judge-out-read-only-disk", [*JUDGE, "-o", "{ro}/o.qrels", "--store", "{tmp}/s.sqlite"], "o.qrels: expected an output file in a writable folder"),
+    ("judge-out-full-disk", [*JUDGE, "-o", "{full}/o.qrels", "--store", "{tmp}/s.sqlite"], "o.qrels: expected an output file on a disk with free space"),
+    ("judge-details-is-a-directory", [*J, "--details", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
+    ("judge-details-is-the-store", [*J, "--details", "{tmp}/s.sqlite"], "s.sqlite: expected an output file that is not also an input"),
+    ("judge-batch-write-is-a-directory", [*J, "--batch-write", "{tmp}/adir"], "adir: expected an output file path"),
+    ("judge-batch-read-missing", [*J, "--batch-read", "{tmp}/none.jsonl"], "none.jsonl: expected an existing file, got 'no such file'"),
+    # judge: the store
+    ("judge-store-not-sqlite", [*JUDGE, "-o", "{tmp}/o.qrels", "--store", "{notes.txt}"], "notes.txt: expected a judgeblender store (an SQLite file), got 'a file that is not SQLite'"),
+    ("judge-store-foreign-sqlite", [*JUDGE, "-o", "{tmp}/o.qrels", "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database (tables: songs)'"),
+    ("judge-store-is-a-directory", [*JUDGE, "-o", "{tmp}/o.qrels", "--store", "{tmp}/adir"], "adir: expected a store file, got 'a directory'"),
+    ("judge-store-read-only-disk", [*JUDGE, "-o", "{tmp}/o.qrels", "--store", "{ro}/s.sqlite"], "s.sqlite: expected a store in a writable folder"),
+    ("judge-store-full-disk", [*JUDGE, "-o", "{tmp}/o.qrels", "--store", "{full}/s.sqlite"], "s.sqlite: expected a store on a disk with free space"),
+    # judge: inputs that are not what they claim
+    ("judge-queries-is-a-directory", ["judge", "-q", "{tmp}/adir", "-c", "{corpus.jsonl}", "-p", "{pairs.tsv}", "-o", "{tmp}/o.qrels", "--store", "{tmp}/s.sqlite"], "adir: expected an existing file, got 'a directory'"),
+    ("judge-corpus-is-a-directory", ["judge", "-q", "{queries.tsv}", "-c", "{tmp}/adir", "-p", "{pairs.tsv}", "-o", "{tmp}/o.qrels", "--store", "{tmp}/s.sqlite"], "adir: expected an existing file, got 'a directory'"),
+    ("judge-prompt-is-a-folder", [*J, "--prompt", "{tmp}/adir"], "adir: expected an existing prompt template file (.toml), got 'a directory'"),
+    ("judge-model-not-gguf", [*J[:7], "-j", "llamacpp:{fake.gguf}", "-o", "{tmp}/o.qrels", "--store", "{tmp}/s.sqlite"], "fake.gguf: expected a GGUF model file (starting with 'GGUF')"),
+    ("judge-model-gguf-missing", [*J[:7], "-j", "llamacpp:{tmp}/none.gguf", "-o", "{tmp}/o.qrels", "--store", "{tmp}/s.sqlite"], "none.gguf: expected an existing GGUF model file, got 'no such file'"),
+    ("judge-panel-file-is-a-directory", [*JP, "{tmp}/adir.toml"], "adir.toml: expected an existing panel file (.toml), got 'no such file'"),
+    ("judge-panel-mode-wrong", [*JP, "{bad-mode.toml}"], "bad-mode.toml:4: expected judge 1: mode 'generate' or 'logprobs', got '5'"),
+    ("judge-panel-options-not-a-table", [*JP, "{bad-options.toml}"], "bad-options.toml:4: expected judge 1: options as a table"),
+    ("judge-panel-weight-negative", [*JP, "{bad-weight.toml}"], "bad-weight.toml:4: expected judge 1: a finite number >= 0 for weight, got '-1'"),
+    ("judge-panel-seed-not-an-integer", [*JP, "{bad-seed.toml}"], "bad-seed.toml:5: expected [aggregator]: seed, an integer >= 0"),
+    ("judge-panel-prompt-is-a-folder", [*JP, "{prompt-dir.toml}"], "adir: expected an existing prompt template file (.toml), got 'a directory'"),
+    # judge: numbers
+    ("judge-timeout-nan", [*J, "--timeout", "nan"], "--timeout: expected a finite number, got 'nan'"),
+    ("judge-timeout-inf", [*J, "--timeout", "inf"], "--timeout: expected a finite number, got 'inf'"),
+    ("judge-timeout-zero", [*J, "--timeout", "0"], "--timeout: expected a number > 0, got '0'"),
+    ("judge-concurrency-zero", [*J, "--concurrency", "0"], "--concurrency: expected a number >= 1, got '0'"),
+    ("judge-threads-negative", [*J, "--threads", "-2"], "--threads: expected a number >= 1, got '-2'"),
+    ("judge-depth-zero", [*J, "--depth", "0"], "--depth: expected a number >= 1, got '0'"),
+    ("judge-limit-negative", [*J, "--limit", "-1"], "--limit: expected a number >= 1, got '-1'"),
+    ("judge-context-tokens-zero", [*J, "--context-tokens", "0"], "--context-tokens: expected a number >= 1, got '0'"),
+    ("judge-ray-workers-zero", [*J, "--ray", "local", "--ray-workers", "0"], "--ray-workers: expected a number >= 1, got '0'"),
+    # grade
+    ("grade-items-missing", [*GRADE, "-i", "{tmp}/none.jsonl", "-o", "{tmp}/g.jsonl", "--store", "{tmp}/s.sqlite"], "none.jsonl: expected an existing file, got 'no such file'"),
+    ("grade-out-is-a-directory", [*GRADE, "-o", "{tmp}/adir", "--store", "{tmp}/s.sqlite"], "adir: expected an output file path, got 'a directory'"),
+    ("grade-out-is-the-items", [*GRADE, "-o", "{items.jsonl}", "--store", "{tmp}/s.sqlite"], "items.jsonl: expected an output file that is not also an input"),
+    ("grade-store-foreign-sqlite", [*GRADE, "-o", "{tmp}/g.jsonl", "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database"),
+    ("grade-threshold-nan", [*G, "--threshold", "nan"], "--threshold: expected a finite number, got 'nan'"),
+    ("grade-trim-too-large", [*G, "--trim", "0.7"], "--trim: expected a number in [0, 0.5), got '0.7'"),
+    ("grade-min-votes-zero", [*G, "--min-votes", "0"], "--min-votes: expected a number >= 1, got '0'"),
+    ("grade-timeout-nan", [*G, "--timeout", "nan"], "--timeout: expected a finite number, got 'nan'"),
+    ("grade-prompt-is-a-folder", [*G, "--prompt", "{tmp}/adir"], "adir: expected an existing prompt template file (.toml)"),
+    # cascade
+    ("cascade-out-is-a-directory", [*CASC, "-o", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
+    ("cascade-seed-qrels-missing", [*C, "--seed-qrels", "{tmp}/none.qrels"], "none.qrels: expected an existing file"),
+    ("cascade-threshold-inf", [*C, "--threshold", "inf"], "--threshold: expected a finite number, got 'inf'"),
+    ("cascade-budget-negative", [*C, "--budget", "-5"], "--budget: expected a number >= 0, got '-5'"),
+    ("cascade-store-not-sqlite", [*CASC, "-o", "{tmp}/o.qrels", "--store", "{notes.txt}"], "notes.txt: expected a judgeblender store (an SQLite file)"),
+    # demo
+    ("demo-store-foreign-sqlite", [*DEMO, "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database"),
+    ("demo-threads-zero", [*DEMO, "--threads", "0"], "--threads: expected a number >= 1, got '0'"),
+    # blend
+    ("blend-judge-file-is-a-directory", ["blend", "a={tmp}/adir", "b={pred.qrels}", "-o", "{tmp}/b.qrels"], "adir: expected an existing file, got 'a directory'"),
+    ("blend-out-is-an-input", ["blend", "{pred.qrels}", "{gold.qrels}", "-o", "{pred.qrels}"], "pred.qrels: expected an output file that is not also an input"),
+    ("blend-details-is-a-directory", ["blend", "--details", "{tmp}/adir", "-o", "{tmp}/b.qrels"], "adir: expected an existing file, got 'a directory'"),
+    ("blend-spread-out-of-range", ["blend", "{pred.qrels}", "{gold.qrels}", "--spread", "9"], "--spread: expected a number in [0, 4], got '9'"),
+    # agree, correlate, compare
+    ("agree-prediction-is-a-directory", ["agree", "{tmp}/adir", "--gold", "{gold.qrels}"], "adir: expected an existing file, got 'a directory'"),
+    ("agree-gold-is-a-directory", ["agree", "{pred.qrels}", "--gold", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),
+    ("correlate-runs-not-a-directory", ["correlate", "{pred.qrels}", "--gold", "{gold.qrels}", "--runs", "{notes.txt}"], "notes.txt: expected a directory of run files, got 'a file'"),
+    ("correlate-confidence-nan", [*CORR, "--confidence", "nan"], "--confidence: expected a finite number, got 'nan'"),
+    ("correlate-bootstrap-negative", [*CORR, "--bootstrap", "-1"], "--bootstrap: expected a number >= 0, got '-1'"),
+    ("correlate-plot-is-a-directory", [*CORR, "--plot", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
+    ("correlate-groups-is-a-directory", [*CORR, "--groups", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),
+    ("compare-runs-missing", ["compare", "--qrels", "{gold.qrels}", "--runs", "{tmp}/none"], "none: expected a directory of run files, got 'no such file'"),
+    ("compare-min-judged-out-of-range", [*COMPARE, "--min-judged", "1.5"], "--min-judged: expected a number in [0, 1], got '1.5'"),
+    # pool, label, fill, report
+    ("pool-depth-zero", [*POOL, "-o", "{tmp}/p.tsv", "--depth", "0"], "--depth: expected a number >= 1, got '0'"),
+    ("pool-out-is-a-directory", [*POOL, "-o", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
+    ("pool-exclude-is-a-directory", [*POOL, "-o", "{tmp}/p.tsv", "--exclude", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),
+    ("pool-sample-out-read-only-disk", [*POOL, "-o", "{tmp}/p.tsv", "--sample", "2", "--sample-out", "{ro}/s.tsv"], "s.tsv: expected an output file in a writable folder"),
+    ("label-port-out-of-range", [*LABEL, "-o", "{tmp}/l.qrels", "--port", "70000"], "--port: expected a number in [0, 65535], got '70000'"),
+    ("label-out-is-an-input", [*LABEL, "-o", "{queries.tsv}"], "queries.tsv: expected an output file that is not also an input"),
+    ("label-journal-is-a-directory", [*LABEL, "-o", "{tmp}/l.qrels", "--journal", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
+    ("fill-out-is-the-gold", [*FILL, "-o", "{gold.qrels}"], "gold.qrels: expected an output file that is not also an input"),
+    ("fill-provenance-full-disk", [*FILL, "-o", "{tmp}/f.qrels", "--provenance", "{full}/p.tsv"], "p.tsv: expected an output file on a disk with free space"),
+    ("fill-pairs-is-a-directory", [*FILL, "-o", "{tmp}/f.qrels", "--pairs", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),
+    ("report-out-is-a-directory", [*REPORT, "-o", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
+    ("report-store-missing", [*REPORT, "-o", "{tmp}/r.html", "--store", "{tmp}/none.sqlite"], "none.sqlite: expected an existing store, got 'no such file'"),
+    ("report-min-judged-nan", [*REPORT, "-o", "{tmp}/r.html", "--min-judged", "nan"], "--min-judged: expected a finite number, got 'nan'"),
+    # calibrate
+    ("calibrate-out-is-a-directory", [*CAL, "-o", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
+    ("calibrate-folds-one", [*CAL, "-o", "{tmp}/p.toml", "--folds", "1"], "--folds: expected a number >= 2, got '1'"),
+    ("calibrate-time-limit-nan", [*CAL, "-o", "{tmp}/p.toml", "--time-limit", "nan"], "--time-limit: expected a finite number, got 'nan'"),
+    ("calibrate-labels-is-a-directory", ["calibrate", "--gold", "{gold.qrels}", "--labels", "{tmp}/adir", "-o", "{tmp}/p.toml"], "adir: expected an existing file, got 'a directory'"),
+    # prompts, store
+    ("prompts-show-a-folder", ["prompts", "show", "{tmp}/adir"], "adir: expected an existing prompt template file (.toml), got 'a directory'"),
+    ("prompts-render-a-folder", ["prompts", "render", "{tmp}/adir", "--query", "q", "--passage", "p"], "adir: expected an existing prompt template file (.toml)"),
+    ("store-stats-missing", ["store", "stats", "--store", "{tmp}/none.sqlite"], "none.sqlite: expected an existing store, got 'no such file'"),
+    ("store-stats-foreign-sqlite", ["store", "stats", "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database"),
+    ("store-export-not-sqlite", ["store", "export", "--store", "{notes.txt}", "-o", "{tmp}/e.jsonl"], "notes.txt: expected a judgeblender store (an SQLite file)"),
+    ("store-export-out-is-the-store", ["store", "export", "--store", "{tmp}/good.sqlite", "-o", "{tmp}/good.sqlite"], "good.sqlite: expected an output file that is not also an input"),
+    ("store-judgments-out-is-a-directory", ["store", "judgments", "--store", "{tmp}/good.sqlite", "-o", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
+]
+
+
+def _mount_tmpfs(folder: Path, read_only: bool = False, fill: bool = False) -> bool:
+    """A 64 KiB tmpfs at `folder` (root only: CI writes through file permissions, so no chmod)."""
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True).returncode:
+        return False
+    if fill:
+        try:
+            with open(folder / "filler", "wb") as fh:
+                fh.write(b"\0" * 200_000)
+        except OSError:
+            pass
+    if read_only:
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    return True
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def option_results(tmp_path_factory):
+    """Every option case's CLI run against one counting server; the folders' files before and after."""
+    import sqlite3
+
+    from judgeblender.store import CallStore
+
+    root = tmp_path_factory.mktemp("options")
+    mounts = {"ro": root / "ro", "full": root / "full"}
+    mounted = {"ro": _mount_tmpfs(mounts["ro"], read_only=True), "full": _mount_tmpfs(mounts["full"], fill=True)}
+    runs, snapshots = {}, {}
+    with OpenAITestServer("##final score: 2") as server:
+        for cid, command, _ in OPTION_CASES:
+            tmp = root / cid
+            tmp.mkdir()
+            for name, content in OPT_FILES.items():
+                path = tmp / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(content, bytes):
+                    path.write_bytes(content)
+                else:
+                    path.write_text(content.replace("{tmp}", str(tmp)), encoding="utf-8")
+            db = sqlite3.connect(tmp / FOREIGN_DB)
+            db.execute("CREATE TABLE songs (title TEXT)")
+            db.commit()
+            db.close()
+            CallStore(tmp / "good.sqlite").close()
+            values = {"tmp": str(tmp), "url": server.base_url, "ro": str(mounts["ro"]), "full": str(mounts["full"]),
+                      **{name: str(tmp / name) for name in OPT_FILES}}
+            runs[cid] = [re.sub(r"\{([^{}]+)\}", lambda m: values[m.group(1)], arg) for arg in command]
+            snapshots[cid] = _snapshot(tmp)
+        try:
+            with ThreadPoolExecutor(4) as pool:
+                done = dict(zip(runs, pool.map(run_cli, runs.values())))
+            requests = len(server.requests)
+            mount_files = {k: sorted(p.name for p in m.iterdir()) for k, m in mounts.items() if mounted[k]}
+        finally:
+            for key, folder in mounts.items():
+                if mounted[key]:
+                    subprocess.run(["umount", str(folder)], capture_output=True)
+    after = {cid: _snapshot(root / cid) for cid in runs}
+    return {"procs": done, "requests": requests, "before": snapshots, "after": after, "mounted": mounted,
+            "mount_files": mount_files}
+
+
+def test_every_command_option_case_names_a_command_of_the_cli():
+    from judgeblender.cli.checks import ROLES
+
+    commands = {" ".join(cmd[:2]) if cmd[0] in ("store", "prompts") else cmd[0] for _, cmd, _ in OPTION_CASES}
+    assert commands >= set(ROLES)  # a case for every command that reads user input
+    assert len({cid for cid, _, _ in OPTION_CASES}) == len(OPTION_CASES)
+
+
+@pytest.mark.parametrize("case", OPTION_CASES, ids=[c[0] for c in OPTION_CASES])
+def test_bad_option_is_one_error_line_before_any_call(case, option_results):
+    cid, command, expected = case
+    if ("{ro}" in " ".join(command) and not option_results["mounted"]["ro"]) or (
+            "{full}" in " ".join(command) and not option_results["mounted"]["full"]):
+        pytest.skip("needs root to mount a tmpfs")
+    proc = option_results["procs"][cid]
+    assert "Traceback" not in proc.stderr and "Usage:" not in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and expected in errors[0], proc.stderr
+    assert option_results["after"][cid] == option_results["before"][cid]  # no input changed, no file made
+
+
+def test_bad_options_made_no_model_call_and_left_the_mounts_empty(option_results):
+    assert option_results["requests"] == 0
+    assert option_results["mount_files"].get("ro", []) == []
+    assert option_results["mount_files"].get("full", ["filler"]) == ["filler"]  # the probes were removed
+
+
+def test_every_path_and_number_option_of_every_command_has_a_check():
+    """A new option that reads a file or takes a number must be listed in cli/checks.py."""
+    import typer.main
+
+    from judgeblender.cli import build_app
+    from judgeblender.cli.checks import NUMBERS, ROLES
+
+    def walk(cmd, prefix):
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, f"{prefix}{name} " if prefix or hasattr(sub, "commands") else f"{name} ")
+        else:
+            yield prefix.strip(), cmd
+
+    unchecked = []
+    for name, cmd in walk(typer.main.get_command(build_app()), ""):
+        for param in cmd.params:
+            kind = getattr(getattr(param, "type", None), "name", "")
+            is_path = "path" in kind.lower() or param.name in ROLES.get(name, {})
+            if is_path and param.name not in ROLES.get(name, {}):
+                unchecked.append(f"{name} --{param.name}")
+            if kind in ("integer", "float") and param.name not in NUMBERS and param.name not in ("seed", "binary_threshold"):
+                unchecked.append(f"{name} --{param.name} ({kind})")
+    assert not unchecked

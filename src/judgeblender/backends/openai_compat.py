@@ -219,11 +219,13 @@ class OpenAICompatBackend(Backend):
 
     # --- identity -------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
+        # What the server serves, not where it listens: a server restarted on another port (or
+        # moved to another host) answers from the same stored calls. Two servers serving
+        # different weights under one model name are told apart by `model_revision`.
         ident: dict[str, Any] = {
             "backend": "openai",
             "model": self.model,
             "revision": self.model_revision,
-            "base_url": self.public_base_url,
         }
         # Settings that change what logprobs mode sends or reads, named only when not the
         # default, so cached answers made one way are not reused for the other.

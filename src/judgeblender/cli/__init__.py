@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from ..errors import JudgeblenderError
+from .checks import checked
 from .console import err_console
 
 COMMAND_MODULES = [
@@ -33,7 +34,7 @@ def build_app(commands: list[str] | None = None) -> typer.Typer:
     group.callback()(lambda: None)
     for name in commands or COMMAND_MODULES:
         import_module(f"{__name__}.{name}").register(group)
-    return group
+    return checked(group)  # every command's paths and numbers are checked before it runs
 
 
 def _requested_command(argv: list[str]) -> str | None:

@@ -21,12 +21,14 @@ two-step), `llmblender` (three models, each with its own prompt), `umbrela` (one
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import validate
 from ..blend import BallotTable, Blender, BlendResult, Vote
 from ..errors import InputError, JudgeblenderError, TemplateError
 from ..prompts import get_template
@@ -130,6 +132,46 @@ class _TomlLines:
         return table_line or None
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_judge_fields(path: Path, where_is: _TomlLines, header: int | None, where: str, j: dict) -> None:
+    """Types and ranges of one [[judges]] table's fields (a string where a table belongs is an error
+    naming its line, not a TypeError after the calls)."""
+    checks = {
+        "prompt": (lambda v: isinstance(v, str) and v != "", "a prompt name or .toml path (a string)"),
+        "mode": (lambda v: v in ("generate", "logprobs"), "mode 'generate' or 'logprobs'"),
+        "weight": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0 for weight"),
+        "id": (lambda v: isinstance(v, str) and v.strip() != "", "a non-empty string id"),
+        "options": (lambda v: isinstance(v, dict), "options as a table ({ key = value, ... })"),
+    }
+    for key, (ok, expected) in checks.items():
+        if key in j and not ok(j[key]):
+            raise InputError(path, where_is.key(key, header), f"{where}: {expected}", repr(j[key]))
+
+
+def _check_aggregator_fields(path: Path, where_is: _TomlLines, data: dict) -> None:
+    """Types and ranges of the panel's name and [aggregator] fields."""
+    if "name" in data and not isinstance(data["name"], str):
+        raise InputError(path, where_is.key("name"), "name as a string", repr(data["name"]))
+    agg = data.get("aggregator", {})
+    if not isinstance(agg, dict):
+        raise InputError(path, where_is.key("aggregator"), "[aggregator] as a table", repr(agg))
+    line = where_is.table("aggregator")
+    checks = {
+        "method": (lambda v: isinstance(v, str), "[aggregator]: method as a string"),
+        "tie": (lambda v: isinstance(v, str), "[aggregator]: tie as a string"),
+        "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                 "[aggregator]: seed, an integer >= 0"),
+        "thresholds": (lambda v: isinstance(v, list) and all(_is_number(x) for x in v),
+                       "[aggregator]: thresholds, a list of finite numbers"),
+    }
+    for key, (ok, expected) in checks.items():
+        if key in agg and not ok(agg[key]):
+            raise InputError(path, where_is.key(key, line), expected, repr(agg[key]))
+
+
 def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
     """Read and check a panel file: unknown keys, prompts or model prefixes are errors naming it."""
     from ..backends.registry import known_prefixes
@@ -169,9 +211,12 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
         if not isinstance(model, str) or model.partition(":")[0] not in prefixes or ":" not in model:
             raise InputError(path, where_is.key("model", header),
                              f"{where}: a model string PREFIX:MODEL with PREFIX in {sorted(prefixes)}", str(model))
+        _check_judge_fields(path, where_is, header, where, j)
+        validate.model_string(model)
         prompt = j.get("prompt", "umbrela")
         if not model.startswith(tuple(f"{p}:" for p in PAIR_JUDGES)):
             try:
+                validate.prompt_ref(prompt)
                 get_template(prompt)
             except TemplateError as exc:
                 raise InputError(path, where_is.key("prompt", header), f"{where}: a known prompt",
@@ -181,6 +226,7 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
                                id=j.get("id"), **spec_kw))
     _assign_ids(specs)
     agg = data.get("aggregator", {})
+    _check_aggregator_fields(path, where_is, data)
     bad = sorted(set(agg) - AGGREGATOR_KEYS)
     if bad:
         raise InputError(path, where_is.key(bad[0], where_is.table("aggregator")),

@@ -1,7 +1,7 @@
 """The call store: every LLM call and its answer in one SQLite file.
 
-A call's key (`judgeblender.calls.call_key`) is the sha256 of the backend, the model's identity (file hash, or served name,
-revision and endpoint), the rendered messages and every decoding setting. Each finished call
+A call's key (`judgeblender.calls.call_key`) is the sha256 of the backend, the model's identity (file hash, or served name
+and revision), the rendered messages and every decoding setting. Each finished call
 is committed at once (WAL journal), so a killed run loses only its in-flight calls and a
 re-run finds the rest here instead of calling the model again. API keys are never part of a
 request or identity, so they never reach this file.
@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .. import validate
 from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import JudgeblenderError
 from ..fileio import atomic_write_text
@@ -42,6 +43,8 @@ class CallStore:
 
     def __init__(self, path: str | Path, redact_passages: bool = False):
         self.path = Path(path)
+        if self.path.exists():  # never turn another program's database (or any other file) into a store
+            validate.sqlite_store(self.path, write=False)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         try:
@@ -85,8 +88,11 @@ class CallStore:
                         f"({len(MIGRATIONS)}); upgrade judgeblender"
                     )
                 for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                    for statement in filter(str.strip, script.split(";")):
-                        self._db.execute(statement)
+                    if callable(script):
+                        script(self._db)
+                    else:
+                        for statement in filter(str.strip, script.split(";")):
+                            self._db.execute(statement)
                     self._db.execute(f"PRAGMA user_version={number}")
                 self._db.execute("COMMIT")
             except BaseException:
@@ -154,6 +160,9 @@ class CallStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(statement, rows)
+            except sqlite3.OperationalError as exc:  # disk full, read-only: say which file
+                self._db.execute("ROLLBACK")
+                raise JudgeblenderError(f"{self.path}: cannot write to the store ({exc})") from None
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise

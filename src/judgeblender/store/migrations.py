@@ -1,6 +1,46 @@
-"""Schema migrations, applied in order; PRAGMA user_version records how many have run."""
+"""Schema migrations, applied in order; PRAGMA user_version records how many have run.
 
-MIGRATIONS: list[str] = [
+A migration is SQL (statements separated by `;`) or a function given the open connection,
+run inside the same transaction as the version bump.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+
+from ..calls import canonical_json
+from ..hashing import sha256_text
+
+
+def _key(identity: dict, request: dict) -> str:
+    """`calls.call_key` from the stored JSON of an identity and a request (CallRequest.key_fields())."""
+    return sha256_text(canonical_json({"identity": identity, "request": request}))
+
+
+def rekey_served_calls(db: sqlite3.Connection) -> None:
+    """Served models (`openai:`) are keyed by what they serve, no longer by where they listen:
+    drop `base_url` from each stored identity and re-key the row, so a server restarted on
+    another port finds the calls it already answered.
+
+    A row is re-keyed only when its stored identity and request give back its key (so the
+    request was stored in full). Rows written with --redact store no prompt text, cannot be
+    re-keyed and keep their old key. When two rows fall on one new key (the same call asked of
+    two URLs), the older keeps it and the other stays under its old key: nothing is deleted.
+    """
+    rows = db.execute("SELECT key, model_identity, request FROM calls WHERE backend = 'openai' "
+                      "ORDER BY created_at, key").fetchall()
+    for key, identity_json, request_json in rows:
+        identity, request = json.loads(identity_json), json.loads(request_json)
+        if "base_url" not in identity or _key(identity, request) != key:
+            continue
+        identity.pop("base_url")
+        db.execute("UPDATE OR IGNORE calls SET key = ?, model_identity = ? WHERE key = ?",
+                   (_key(identity, request), canonical_json(identity), key))
+
+
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     # 1: every LLM call, keyed by what determines its answer.
     """
     CREATE TABLE calls (
@@ -54,4 +94,6 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (model, text_sha256)
     );
     """,
+    # 4: served models keyed without their endpoint URL.
+    rekey_served_calls,
 ]

@@ -1,0 +1,125 @@
+"""Which option of which command is what: every command's inputs are checked before it runs.
+
+The checks themselves are in `judgeblender.validate`; this table only says, per command and
+parameter, which check applies (a `--details` is an input of `blend` and an output of
+`judge`). `checked(app)` runs them ahead of each command's body, so a bad path or number is
+one `error:` line and exit 2 before any file is read in full, any model loaded or called.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .. import validate
+
+# Numbers, by parameter name (the same meaning wherever they appear): (low, high, low_open, high_open).
+NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
+    "timeout": (0, None, True, False), "concurrency": (1, None, False, False), "threads": (1, None, False, False),
+    "depth": (1, None, False, False), "limit": (1, None, False, False), "context_tokens": (1, None, False, False),
+    "ray_workers": (1, None, False, False), "port": (0, 65535, False, False), "bootstrap": (0, None, False, False),
+    "confidence": (0, 1, True, True), "folds": (2, None, False, False),
+    "outer_folds": (0, None, False, False), "exhaustive_max": (1, None, False, False),
+    "time_limit": (0, None, True, False), "min_judged": (0, 1, False, False), "trim": (0, 0.5, False, True),
+    "min_votes": (1, None, False, False), "budget": (0, None, False, False), "sample": (1, None, False, False),
+    "spread": (0, 4, False, False),
+}
+
+INPUT, INPUTS, DIR, OUTPUT, STORE, STORE_READ, MODEL, MODELS, PROMPT, PROMPTS, PANEL, NAMED_INPUTS = (
+    "input", "inputs", "dir", "output", "store", "store-read", "model", "models", "prompt", "prompts", "panel",
+    "named-inputs")
+
+# Per command: parameter name -> what it is. Outputs are checked against every input of the command.
+ROLES: dict[str, dict[str, str]] = {
+    "judge": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "details": OUTPUT, "model": MODEL,
+              "prompt": PROMPT, "store_path": STORE, "panel": PANEL, "panel_models": MODELS, "batch_read": INPUT,
+              "batch_write": OUTPUT},
+    "blend": {"judges": NAMED_INPUTS, "details": INPUTS, "out": OUTPUT, "panel": INPUT},
+    "agree": {"predictions": INPUTS, "gold": INPUT},
+    "correlate": {"predictions": INPUTS, "gold": INPUT, "runs_dir": DIR, "groups_file": INPUT, "plot": OUTPUT},
+    "pool": {"runs_dir": DIR, "out": OUTPUT, "exclude": INPUT, "queries_from": INPUT, "corpus": INPUT,
+             "duplicates_out": OUTPUT, "sample_out": OUTPUT},
+    "label": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "journal": OUTPUT},
+    "calibrate": {"gold": INPUT, "details": INPUT, "labels": INPUTS, "panel": PANEL, "queries": INPUT,
+                  "corpus": INPUT, "runs": DIR, "out": OUTPUT, "judge_model": MODELS},
+    "fill": {"gold": INPUT, "llm": INPUT, "out": OUTPUT, "provenance": OUTPUT, "pairs": INPUT},
+    "report": {"gold": INPUT, "preds": INPUTS, "runs_dir": DIR, "out": OUTPUT, "groups": INPUT,
+               "store": STORE_READ},
+    "compare": {"qrels": INPUT, "runs_dir": DIR},
+    "grade": {"items_path": INPUT, "models": MODELS, "prompts": PROMPTS, "out": OUTPUT, "store_path": STORE},
+    "cascade": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "seed_qrels": INPUT,
+                "models": MODELS, "prompt": PROMPT, "store_path": STORE, "details": OUTPUT},
+    "demo": {"model": MODEL, "prompt": PROMPT, "store_path": STORE},
+    "prompts show": {"name": PROMPT},
+    "prompts render": {"name": PROMPT},
+    "store stats": {"store": STORE_READ},
+    "store export": {"store": STORE_READ, "out": OUTPUT},
+    "store judgments": {"store": STORE_READ, "out": OUTPUT},
+}
+
+
+def _many(value: Any) -> list:
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def check_arguments(command: str, args: dict[str, Any]) -> None:
+    """Check a command's arguments (by parameter name) before it runs; raises InputError."""
+    for name, value in args.items():
+        if name in NUMBERS and isinstance(value, (int, float)) and not isinstance(value, bool):
+            low, high, low_open, high_open = NUMBERS[name]
+            validate.number("--" + name.replace("_", "-"), value, low=low, high=high, low_open=low_open,
+                            high_open=high_open)
+        elif isinstance(value, float):
+            validate.number("--" + name.replace("_", "-"), value)
+    roles = ROLES.get(command, {})
+    inputs: list[Path] = []
+    for name, role in roles.items():
+        for value in _many(args.get(name)):
+            if role in (INPUT, INPUTS):
+                inputs.append(validate.input_file(value))
+            elif role == NAMED_INPUTS:  # NAME=PATH or PATH
+                inputs.append(validate.input_file(str(value).partition("=")[2] or value))
+            elif role == DIR:
+                validate.input_dir(value)
+            elif role == STORE:
+                validate.sqlite_store(value, write=True)
+            elif role == STORE_READ:
+                validate.sqlite_store(value, write=False)
+            elif role in (MODEL, MODELS):
+                validate.model_string(str(value).partition("=")[2] if "=" in str(value) else str(value))
+            elif role in (PROMPT, PROMPTS):
+                validate.prompt_ref(str(value))
+            elif role == PANEL and str(value).endswith(".toml"):
+                inputs.append(validate.input_file(value, "an existing panel file (.toml)"))
+    stores = [Path(v) for n, r in roles.items() if r in (STORE, STORE_READ) for v in _many(args.get(n))]
+    for name, role in roles.items():
+        if role == OUTPUT:
+            for value in _many(args.get(name)):
+                validate.output_file(value, [*inputs, *stores])
+
+
+def _checked_callback(command: str, callback: Callable) -> Callable:
+    if getattr(callback, "_judgeblender_checked", False):
+        return callback
+
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        check_arguments(command, kwargs)
+        return callback(*args, **kwargs)
+
+    run._judgeblender_checked = True  # type: ignore[attr-defined]
+    return run
+
+
+def checked(app: typer.Typer, prefix: str = "") -> typer.Typer:
+    """Put the argument checks in front of every command registered on `app` (and its groups)."""
+    for info in app.registered_commands:
+        name = info.name or info.callback.__name__.replace("_", "-")
+        info.callback = _checked_callback(f"{prefix}{name}", info.callback)
+    for group in app.registered_groups:
+        checked(group.typer_instance, f"{prefix}{group.name} ")
+    return app
