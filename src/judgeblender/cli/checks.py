@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from .. import validate
+from ..judges.panel_file import parse_judge_model
 
 # Numbers, by parameter name (the same meaning wherever they appear): (low, high, low_open, high_open).
 NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
@@ -29,9 +30,9 @@ NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "spread": (0, 4, False, False),
 }
 
-INPUT, INPUTS, DIR, OUTPUT, STORE, STORE_READ, MODEL, MODELS, PROMPT, PROMPTS, PANEL, NAMED_INPUTS = (
+INPUT, INPUTS, DIR, OUTPUT, STORE, STORE_READ, MODEL, MODELS, PROMPT, PROMPTS, PANEL, NAMED_INPUTS, JUDGE_MODELS = (
     "input", "inputs", "dir", "output", "store", "store-read", "model", "models", "prompt", "prompts", "panel",
-    "named-inputs")
+    "named-inputs", "judge-models")
 
 # Per command: parameter name -> what it is. Outputs are checked against every input of the command.
 ROLES: dict[str, dict[str, str]] = {
@@ -45,7 +46,7 @@ ROLES: dict[str, dict[str, str]] = {
              "duplicates_out": OUTPUT, "sample_out": OUTPUT},
     "label": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "journal": OUTPUT},
     "calibrate": {"gold": INPUT, "details": INPUT, "labels": INPUTS, "panel": PANEL, "queries": INPUT,
-                  "corpus": INPUT, "runs": DIR, "out": OUTPUT, "judge_model": MODELS},
+                  "corpus": INPUT, "runs": DIR, "out": OUTPUT, "judge_model": JUDGE_MODELS},
     "fill": {"gold": INPUT, "llm": INPUT, "out": OUTPUT, "provenance": OUTPUT, "pairs": INPUT},
     "report": {"gold": INPUT, "preds": INPUTS, "runs_dir": DIR, "out": OUTPUT, "groups": INPUT,
                "store": STORE_READ},
@@ -91,6 +92,11 @@ def check_arguments(command: str, args: dict[str, Any]) -> None:
                 validate.sqlite_store(value, write=False)
             elif role in (MODEL, MODELS):
                 validate.model_string(str(value).partition("=")[2] if "=" in str(value) else str(value))
+            elif role == JUDGE_MODELS:  # NAME=MODEL[/PROMPT[/MODE]]
+                _, model, prompt, _ = parse_judge_model(str(value))
+                validate.model_string(model)
+                if prompt:
+                    validate.prompt_ref(prompt)
             elif role in (PROMPT, PROMPTS):
                 validate.prompt_ref(str(value))
             elif role == PANEL and str(value).endswith(".toml"):
