@@ -297,19 +297,19 @@ _LOADED: dict[tuple, LlamaCppBackend] = {}
 
 
 def create(model: str, n_threads: int | None = None, n_ctx: int = DEFAULT_CTX, space_path: str = "separate",
-           **_: Any) -> LlamaCppBackend:
+           block: int = BLOCK, **_: Any) -> LlamaCppBackend:
     """`default` / `qwen2.5-coder-0.5b` / `gemma-270m` are the packaged models; else a GGUF path.
 
     One loaded model per process and settings: judges sharing a model share its memory.
     """
-    key = (model, n_threads, n_ctx, space_path)
+    key = (model, n_threads, n_ctx, space_path, block)
     if key in _LOADED:
         return _LOADED[key]
     if model in PACKAGED:
         packaged = PACKAGED[model]
         backend = LlamaCppBackend(ensure_model(model), name=packaged.name, sha256=packaged.sha256,
-                                  n_threads=n_threads, n_ctx=n_ctx, space_path=space_path)
+                                  n_threads=n_threads, n_ctx=n_ctx, space_path=space_path, block=block)
     else:
-        backend = LlamaCppBackend(model, n_threads=n_threads, n_ctx=n_ctx, space_path=space_path)
+        backend = LlamaCppBackend(model, n_threads=n_threads, n_ctx=n_ctx, space_path=space_path, block=block)
     _LOADED[key] = backend
     return backend
