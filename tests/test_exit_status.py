@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import socketserver
 import sqlite3
 import subprocess
 import sys
@@ -25,24 +24,10 @@ from pathlib import Path
 import pytest
 from openai_server import Fault, OpenAITestServer
 
+from test_crash import N, files, quiet_server  # noqa: F401 - fixtures: 80 pairs, a quiet server
+
 SRC = Path(__file__).resolve().parents[1] / "src"
-N = 24
 MARK = re.compile(r"passage-(\d{4})")
-
-
-@pytest.fixture(autouse=True)
-def quiet_server(monkeypatch):
-    # Interrupted clients reset their connections; the server's traceback for each is noise here.
-    monkeypatch.setattr(socketserver.BaseServer, "handle_error", lambda self, request, address: None)
-
-
-@pytest.fixture
-def files(tmp_path):
-    q, c, p = tmp_path / "q.tsv", tmp_path / "c.jsonl", tmp_path / "p.tsv"
-    q.write_text("".join(f"q{j}\tquestion {j}\n" for j in range(4)))
-    c.write_text("".join(json.dumps({"docid": f"d{i}", "text": f"passage-{i:04d} text"}) + "\n" for i in range(N)))
-    p.write_text("".join(f"q{i % 4}\td{i}\n" for i in range(N)))
-    return q, c, p
 
 
 def command(files, tmp_path: Path, srv: OpenAITestServer, *extra: str) -> list[str]:
@@ -123,7 +108,7 @@ def test_a_passage_the_server_always_fails_on_exits_3_after_writing_the_rest(fil
     with OpenAITestServer(answers=answers) as srv:
         done = subprocess.run(command(files, tmp_path, srv), env=env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stderr
-    assert "error: 1 of 24 pairs not judged because their model calls failed" in done.stderr
+    assert f"error: 1 of {N} pairs not judged because their model calls failed" in done.stderr
     lines = (tmp_path / "out.qrels").read_text().splitlines()
     assert len(lines) == N - 1 and not any(" d5 " in line for line in lines)
     details = [json.loads(x) for x in (tmp_path / "out.qrels.details.jsonl").read_text().splitlines()]

@@ -17,7 +17,7 @@ INVALID_POLICIES = ("retry-once", "no-retry")
 # the label tokens for the answer to count. Below it the model wanted to say something else
 # ("Sorry", "The"), and the argmax over the label tokens is noise: the answer is invalid.
 # Chosen from the distribution measured by bench/choice_mass.py (docs/reliability.md).
-DEFAULT_MIN_CHOICE_MASS = 0.05
+DEFAULT_MIN_CHOICE_MASS = 0.01
 
 
 @dataclass
