@@ -34,6 +34,8 @@ match wins, else `default_answer`), or a callable(body) -> str.  Log-probabiliti
 with "logprobs": true, come from `top_logprobs` in the same three shapes, each value a list of
 (token, logprob) pairs; the generated token is the one with the highest logprob.  Without
 `top_logprobs`, the answer's text is given logprob 0.0 and is its own only alternative.
+`finish_reason` (a string, or a callable(body) -> str or None) overrides the answer's finish
+reason, which is otherwise "length" for max_tokens 1 and "stop" else.
 
 Every request is recorded (method, path, headers, parsed body, timings, what was done), the
 number in flight is tracked (`max_in_flight`), and the server stops by itself after
@@ -269,6 +271,7 @@ class OpenAITestServer:
         max_lifetime_s: float = 300.0,
         model: str = "test-model",
         seed: int = 0,
+        finish_reason: str | Callable[[dict[str, Any]], str | None] | None = None,
     ):
         self.answers = answers
         self.default_answer = default_answer
@@ -284,6 +287,7 @@ class OpenAITestServer:
         self.max_requests = max_requests
         self.max_lifetime_s = max_lifetime_s
         self.model = model
+        self.finish_reason = finish_reason
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -428,6 +432,11 @@ class OpenAITestServer:
             return [(text, 0.0)]
         return list(t)
 
+    def _finish_reason(self, body: dict[str, Any], max_tokens: Any) -> str:
+        f = self.finish_reason
+        chosen = f(body) if callable(f) else f
+        return chosen or ("length" if max_tokens == 1 else "stop")
+
     def _completion(self, body: dict[str, Any], fault: Fault) -> dict[str, Any]:
         want_logprobs = bool(body.get("logprobs")) and fault.kind != "no_logprobs"
         text: str | None = self._answer_text(body)
@@ -459,7 +468,7 @@ class OpenAITestServer:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
-                "finish_reason": "length" if max_tokens == 1 else "stop",
+                "finish_reason": self._finish_reason(body, max_tokens),
                 "logprobs": logprobs,
             }
         ]

@@ -113,3 +113,11 @@ def test_judging_pairs_end_to_end_in_both_modes(qwen, tiny):
             assert j.steps and j.steps[0].raw is not None
             if mode == "logprobs":
                 assert j.probs is not None and 0 <= j.expected <= 3
+
+
+def test_generate_says_when_the_answer_was_cut_at_the_token_limit(qwen):
+    # issue 15, part 2: the judge reads finish_reason "length" as an invalid (cut) answer
+    cut = qwen.execute(CallRequest((Message("user", "Write a long story about a goldfish."),), max_tokens=3))
+    assert cut.extra["finish_reason"] == "length" and cut.tokens_out == 3
+    whole = qwen.execute(CallRequest((Message("user", "Reply with the digit 2 only."),), max_tokens=32))
+    assert whole.extra["finish_reason"] == "stop"

@@ -203,15 +203,34 @@ def test_non_retryable_4xx_fails_at_once_without_the_key(openai_server_factory):
     assert srv.request_count == 1 and b.retries_total == 0
 
 
-def test_retry_after_beyond_the_limit_fails_at_once(openai_server_factory):
-    srv = openai_server_factory(script=[Fault("429", retry_after="3600")])
-    b = backend(srv, max_retry_after_s=60)
+def test_retry_after_beyond_the_cap_waits_the_cap_then_retries(openai_server_factory):
+    # docs/reliability.md: Retry-After is honoured up to max_retry_after_s (120 s by default);
+    # a longer one (300 s here) is waited for the cap, then the call is asked again. It used to
+    # give up after the one request. The cap is small here so the test is quick.
+    srv = openai_server_factory(answers="2", script=[Fault("429", retry_after="300")])
+    b = backend(srv, max_retry_after_s=0.3, backoff_base_s=60.0, backoff_max_s=60.0)
     try:
-        with pytest.raises(BackendError, match="wait 3600 s"):
+        started = time.monotonic()
+        r = b.execute(gen())
+        waited = time.monotonic() - started
+    finally:
+        b.close()
+    assert r.text == "2" and srv.request_count == 2 and b.retries_total == 1
+    assert 0.3 <= waited < 20.0  # the cap, not 300 s and not the 30 to 60 s backoff
+
+
+def test_retry_after_beyond_the_cap_every_time_fails_the_call_with_the_reason(openai_server_factory):
+    srv = openai_server_factory(script=[Fault("429", retry_after="300")] * 3)
+    b = backend(srv, max_retry_after_s=0.05, max_retries=2)
+    try:
+        with pytest.raises(BackendError) as err:
             b.execute(gen())
     finally:
         b.close()
-    assert srv.request_count == 1
+    msg = str(err.value)
+    assert "failed after 3 attempts" in msg and "HTTP 429" in msg
+    assert "Retry-After 300 s, waited at most the cap max_retry_after_s=0.05 s" in msg
+    assert srv.request_count == 3
 
 
 def test_retry_after_parsing():

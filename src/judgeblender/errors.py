@@ -5,8 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 
+# Exit statuses of the `judgeblender` command (README.md and docs/reliability.md list them).
+EXIT_OK = 0  # done: every pair judged, or unjudged for a model-answer reason (invalid answer)
+EXIT_INTERNAL = 1  # a bug: an unexpected exception, with its traceback
+EXIT_USAGE = 2  # a user error (input file, option, path), before or instead of the work
+EXIT_CALLS_FAILED = 3  # model calls failed (transport, server errors): what was judged is written
+EXIT_SIGINT = 130  # interrupted by Ctrl+C (SIGINT): answers so far are in the store, no --out
+EXIT_SIGTERM = 143  # stopped by SIGTERM: the same
+
+
 class JudgeblenderError(Exception):
-    """Base class: the CLI prints these as one clean message and exits non-zero."""
+    """Base class: the CLI prints these as one clean message and exits with `exit_code`."""
+
+    exit_code = EXIT_USAGE
 
 
 class InputError(JudgeblenderError):
@@ -54,6 +65,13 @@ class TemplateError(JudgeblenderError):
 
 class BackendError(JudgeblenderError):
     """A model backend failed in a way retries did not fix."""
+
+
+class CallsFailed(JudgeblenderError):
+    """Model calls failed (after their retries), so some pairs are unjudged for no fault of the
+    model's answers. Raised by the CLI after it has written what was judged: exit status 3."""
+
+    exit_code = EXIT_CALLS_FAILED
 
 
 def require(module: str, extra: str, what: str):

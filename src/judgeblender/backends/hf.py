@@ -356,6 +356,11 @@ class HFBackend(Backend):
                 out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask, **gen_kwargs)
             new_ids = out[0, input_ids.shape[1] :]
             continuation = self.tokenizer.decode(new_ids, skip_special_tokens=True)
+            # as a server says it: "length" when the answer ran into the token limit unfinished
+            eos = self.model.generation_config.eos_token_id
+            eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+            last = int(new_ids[-1]) if int(new_ids.shape[0]) else None
+            finish = "length" if int(new_ids.shape[0]) >= max_new and last not in eos_ids else "stop"
             latency = time.perf_counter() - start
         return CallResult(
             # the prefilled start of the assistant turn belongs to the answer the parser reads
@@ -368,6 +373,7 @@ class HFBackend(Backend):
                 "sampling": sampling,
                 "answer_prefix_prefilled": bool(request.answer_prefix),
                 "max_new_tokens": max_new,
+                "finish_reason": finish,
             },
         )
 

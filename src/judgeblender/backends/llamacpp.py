@@ -176,8 +176,11 @@ class LlamaCppBackend(Backend):
         )
         self._canonical = len(tokens) - len(tokens) % self.block
         usage = out.get("usage", {})
-        return CallResult(text=out["choices"][0]["text"], tokens_in=usage.get("prompt_tokens", len(tokens)),
-                          tokens_out=usage.get("completion_tokens", 0))
+        choice = out["choices"][0]
+        # "length" when the answer ran into max_tokens: the judge reads a cut answer as invalid
+        extra = {"finish_reason": choice["finish_reason"]} if isinstance(choice.get("finish_reason"), str) else {}
+        return CallResult(text=choice["text"], tokens_in=usage.get("prompt_tokens", len(tokens)),
+                          tokens_out=usage.get("completion_tokens", 0), extra=extra)
 
     def _rewind(self, tokens: list[int], limit: int) -> int:
         """Keep the longest run of whole fixed blocks that the cache shares with `tokens` (at

@@ -12,7 +12,8 @@ counted (`retries_total`, `retry_reasons`) and the policy is the same on every s
   server that has sent them at least `concurrency` times: an answer without them before
   that means "cannot score");
 - waits: the server's Retry-After (seconds, HTTP date, or OpenAI's retry-after-ms) when it
-  sends one, else exponential backoff with jitter (a random wait between half and all of
+  sends one, up to `max_retry_after_s` (default 120 s; a longer wait is cut to it, then the
+  call is retried, and the reason says so), else exponential backoff with jitter (a random wait between half and all of
   0.5 s, 1 s, 2 s, 4 s, ... capped at 30 s);
 - each attempt has `timeout_s` (default 30 s) in all, not the SDK's 10 minutes;
 - gives up after `max_retries` retries with a BackendError naming the last failure;
@@ -310,12 +311,9 @@ class OpenAICompatBackend(Backend):
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
-            if retry_after > self.max_retry_after_s:
-                raise BackendError(
-                    f"{self.name} at {self.public_base_url}: the server asks to wait {retry_after:.0f} s before "
-                    f"retrying, more than max_retry_after_s={self.max_retry_after_s:.0f}"
-                )
-            return retry_after * self._rng.uniform(1.0, 1.1)
+            # The server's wait, up to the cap: a longer one is waited for the cap, then the call is
+            # retried like any other (it still has at most max_retries retries).
+            return min(retry_after, self.max_retry_after_s) * self._rng.uniform(1.0, 1.1)
         cap = min(self.backoff_max_s, self.backoff_base_s * (2**attempt))
         return self._rng.uniform(cap / 2, cap)
 
@@ -334,6 +332,9 @@ class OpenAICompatBackend(Backend):
                 result = await self._attempt(client, request, body, extra_body)
             except Retryable as failure:
                 reason = self._scrub(failure.reason)
+                if failure.retry_after is not None and failure.retry_after > self.max_retry_after_s:
+                    reason += (f" (Retry-After {failure.retry_after:.0f} s, waited at most the cap "
+                               f"max_retry_after_s={self.max_retry_after_s:g} s)")
                 if attempt >= self.max_retries:
                     raise BackendError(
                         f"{self.name} at {self.public_base_url}: failed after {attempt + 1} attempts; last: {reason}"

@@ -67,7 +67,9 @@ class ScriptedBackend(Backend):
         tokens_in = len(prompt.split())
         if request.mode == "generate":
             text = str(answer.get("output", ""))
-            return CallResult(text=text, tokens_in=tokens_in, tokens_out=len(text.split()))
+            # a rule may say how the answer ended, as a server does ("length", "content_filter")
+            extra = {"finish_reason": answer["finish_reason"]} if "finish_reason" in answer else {}
+            return CallResult(text=text, tokens_in=tokens_in, tokens_out=len(text.split()), extra=extra)
         if not self.supports_logprobs:
             raise LogprobsUnsupported("this scripted model has no logprobs")
         if "probs" in answer:

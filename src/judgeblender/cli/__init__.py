@@ -5,13 +5,17 @@ Every module listed in COMMAND_MODULES defines `register(app)`, which adds its c
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
 import sys
+import threading
 from importlib import import_module
 
 import typer
 from rich.markup import escape
 
-from ..errors import JudgeblenderError
+from ..errors import EXIT_SIGINT, EXIT_SIGTERM, JudgeblenderError
 from .checks import checked
 from .console import err_console
 
@@ -54,21 +58,78 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# Commands that make model calls, keep every answer in a store, and so resume when run again.
+MODEL_COMMANDS = frozenset({"judge", "cascade", "grade", "calibrate", "demo"})
+
+
+class _Signals:
+    """SIGTERM handled as Ctrl+C, remembering which of the two stopped the run.
+
+    SIGINT keeps Python's own handler (KeyboardInterrupt; inside asyncio.run, the runner's,
+    which cancels the work cleanly and then raises KeyboardInterrupt), and SIGTERM calls
+    whichever SIGINT handler is in place at that moment, so both stop a run the same way:
+    in-flight answers are committed, the store is closed, no output is written."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_term)
+
+    def _on_term(self, signum, frame) -> None:
+        self.received = signal.SIGTERM
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_SIGTERM if self.received == signal.SIGTERM else EXIT_SIGINT
+
+
+def _resume_command(argv: list[str]) -> str:
+    program = "python -m judgeblender" if os.path.basename(sys.argv[0]) == "__main__.py" else "judgeblender"
+    return " ".join([program, *map(shlex.quote, argv)])
+
+
+def _interrupted(signals: _Signals, command: str | None, argv: list[str]) -> None:
+    name = "SIGTERM" if signals.exit_code == EXIT_SIGTERM else "SIGINT"
+    if command in MODEL_COMMANDS:
+        err_console.print(
+            f"[bold red]interrupted[/] by {name}: every answer received so far is in the store; no output file "
+            f"was written. To resume (stored answers are reused, only the missing calls are made), run the same "
+            f"command again:\n  {escape(_resume_command(argv))}", highlight=False, soft_wrap=True)
+    else:
+        err_console.print(f"[bold red]interrupted[/] by {name}", highlight=False)
+    sys.exit(signals.exit_code)
+
+
 def main() -> None:
-    """Entry point: user-facing errors become one line on stderr and exit code 2."""
-    command = _requested_command(sys.argv[1:])
+    """Entry point. Every exit status is one of those in errors.py (EXIT_*), and none is dropped:
+    user errors exit 2 with one line on stderr, failed model calls 3, SIGINT 130, SIGTERM 143."""
+    argv = sys.argv[1:]
+    command = _requested_command(argv)
+    signals = _Signals()
+    signals.install()
     try:
-        build_app([command] if command else None)(standalone_mode=False)
+        # Not standalone, so errors arrive here; the value returned is then the exit status
+        # (typer returns the code of a typer.Exit, and turns Ctrl+C into 130) and must be kept.
+        code = build_app([command] if command else None)(standalone_mode=False)
+    except KeyboardInterrupt:  # outside the command (start-up)
+        _interrupted(signals, command, argv)
     except JudgeblenderError as exc:
         # Messages quote user input (file lines, ids): escape it so "[x]" is shown, not parsed as markup.
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
     except (typer.Exit, SystemExit) as exc:
         code = getattr(exc, "exit_code", getattr(exc, "code", 0))
         sys.exit(code or 0)
     except typer.Abort:
         err_console.print("aborted")
-        sys.exit(130)
+        sys.exit(EXIT_SIGINT)
     except Exception as exc:
         # Usage errors (unknown command, bad option value) arrive here in non-standalone mode.
         # typer vendors its own click, so test for the click exception interface, not a class.
@@ -76,3 +137,6 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    if code == EXIT_SIGINT or signals.received is not None:  # typer's answer to KeyboardInterrupt
+        _interrupted(signals, command, argv)
+    sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)

@@ -78,6 +78,9 @@ def register(app: typer.Typer) -> None:
             with CallStore(store_path) as store:
                 run = judge_pairs([build_judge(s) for s in p.judges], pairs, read_queries(queries), passages, store,
                                   skip_missing=True)
+            from .options import fail_if_calls_failed
+
+            fail_if_calls_failed(run.stats.values(), "judgments (judge x pair) of the seed set")
             table, source = ballots_from_run(run), f"panel {panel} judged on {gold}"
         else:
             raise JudgeblenderError("give --details FILE, or --panel with --queries and --corpus")

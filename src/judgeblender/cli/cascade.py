@@ -12,13 +12,15 @@ from ..errors import JudgeblenderError
 from ..judges import JudgeSpec, build_judge
 from ..judges.cascade import CascadePolicy, cascade
 from ..judges.factory import PAIR_JUDGES
+from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..pairs import read_corpus, read_pairs, read_queries
 from ..pairs.qrels import write_qrels
 from ..fileio import atomic_write_text
 from ..store import CallStore
 from .console import console, err_console
 from .judge import print_summary
-from .options import ApiKeyEnv, BaseUrl, Concurrency, Progress, Threads, Timeout, backend_options
+from .options import (ApiKeyEnv, BaseUrl, Concurrency, MinChoiceMass, Progress, Threads, Timeout, backend_options,
+                      fail_if_calls_failed)
 from .progress import RichReporter
 
 
@@ -54,6 +56,7 @@ def register(app: typer.Typer) -> None:
         budget: Optional[int] = typer.Option(None, "--budget", help="Most LLM judgments (one LLM judge on one pair)."),
         band: Optional[tuple[float, float]] = typer.Option(None, "--band", help="Cheap scores LOW..HIGH are uncertain."),
         disagreement: bool = typer.Option(True, "--disagreement/--no-disagreement", help="Send pairs the cheap judges label differently to the LLM."),
+        min_choice_mass: MinChoiceMass = DEFAULT_MIN_CHOICE_MASS,
         blend: str = typer.Option("mv", "--blend", help="How several LLM judges' labels become one (see `blend --methods`)."),
         store_path: Path = typer.Option(Path("judgments.sqlite"), "--store", help="SQLite store (calls, vectors, judgments)."),
         details: Optional[Path] = typer.Option(None, "--details", help="Per-pair details JSONL [default: OUT.details.jsonl]."),
@@ -83,7 +86,8 @@ def register(app: typer.Typer) -> None:
         cheap_judges = [build_judge(JudgeSpec(model=m, options=dict(scorer_opts))) for m in cheap]
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, None)
         llm_judges = [build_judge(JudgeSpec(model=m, prompt=prompt, mode=mode, options=dict(opts),
-                                            id=f"{m}/{prompt}/{mode}")) for m in models]
+                                            id=f"{m}/{prompt}/{mode}", min_choice_mass=min_choice_mass))
+                      for m in models]
         with CallStore(store_path) as store, RichReporter(progress) as reporter:
             result = cascade(cheap_judges, llm_judges, pair_list, query_map, passages, store, policy, reporter,
                              blend, skip_missing)
@@ -112,3 +116,5 @@ def register(app: typer.Typer) -> None:
                           f"and details to {details_path}")
         if json_summary:
             console.print_json(json.dumps({"qrels": str(out), "details": str(details_path), **counts}))
+        if result.llm:
+            fail_if_calls_failed(result.llm.stats.values(), "LLM judgments (judge x pair)")

@@ -78,3 +78,6 @@ def register(app: typer.Typer) -> None:
                 rho = spearmanr(scored, human).statistic
                 console.print(f"expected score vs human label: AUC (label >= 2) {auc:.3f}, Spearman {rho:.3f}")
         console.print("The embedded 0.5B model is a weak grader: see the README to use a real model.")
+        from .options import fail_if_calls_failed
+
+        fail_if_calls_failed(run.stats.values())

@@ -28,7 +28,8 @@ from ..jury.pooling import POOLING_METHODS, TIE_RULES
 from ..prompts import get_template
 from ..store import CallStore
 from .console import console, err_console
-from .options import ApiKeyEnv, BaseUrl, Concurrency, Progress, Threads, Timeout, backend_options
+from .options import (ApiKeyEnv, BaseUrl, Concurrency, Progress, Threads, Timeout, backend_options,
+                      fail_if_calls_failed)
 from .progress import RichReporter
 
 
@@ -111,3 +112,4 @@ def register(app: typer.Typer) -> None:
         err_console.print(f"wrote {len(run.results)} graded items to {out}", markup=False, soft_wrap=True)
         if as_json:
             console.print_json(json.dumps({"out": str(out), **s}))
+        fail_if_calls_failed(run.stats.values(), "verdicts (judge x item)")

@@ -12,6 +12,7 @@ from rich.markup import escape
 from ..backends.batch import BatchRequests, use_batch_files
 from ..errors import JudgeblenderError
 from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
+from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import final_labels, write_details, write_qrels_file
 from ..judges.panel import get_panel
@@ -20,7 +21,8 @@ from ..judges.run_panel import run_panel, write_panel_run
 from ..pairs import Pair, read_corpus, read_pairs, read_queries
 from ..store import CallStore
 from .console import console, err_console
-from .options import ApiKeyEnv, BaseUrl, Concurrency, Progress, RayAddress, RayWorkers, Threads, Timeout, backend_options
+from .options import (ApiKeyEnv, BaseUrl, Concurrency, MinChoiceMass, Progress, RayAddress, RayWorkers, Threads, Timeout,
+                      backend_options, fail_if_calls_failed)
 from .progress import RichReporter
 
 
@@ -58,11 +60,12 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: li
                       corpus: dict[str, str], out: Path, details: Path | None, store_path: Path, options: dict,
                       mode: str, seed: int, allow_fallback: bool, invalid_policy: str, skip_missing: bool,
                       redact: bool, progress: bool, json_summary: bool, batch_read: Path | None,
-                      batch_write: Path | None) -> None:
+                      batch_write: Path | None, min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS) -> None:
     """`judge --panel`: run the panel (judges/run_panel.py), write its files, print its summary."""
     panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
-                      invalid_policy=invalid_policy)
-    tiebreaker = load_tiebreaker(panel.source, mode, options, seed=seed) if str(panel.source).endswith(".toml") else None
+                      invalid_policy=invalid_policy, min_choice_mass=min_choice_mass)
+    tiebreaker = load_tiebreaker(panel.source, mode, options, seed=seed,
+                                                                    min_choice_mass=min_choice_mass) if str(panel.source).endswith(".toml") else None
     with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
         result = run_panel(panel, pairs, queries, corpus, store, reporter, skip_missing, batch_read, batch_write,
                            tiebreaker)
@@ -80,6 +83,7 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: li
                                        "judged": n, "unjudged": dict(result.result.unjudged()),
                                        "judges": summary_rows(run), "skipped": len(run.skipped),
                                        "injection_flagged": len(result.flagged)}))
+    fail_if_calls_failed(run.stats.values(), "judgments (judge x pair)" if len(run.stats) > 1 else "pairs")
 
 
 def register(app: typer.Typer) -> None:
@@ -101,6 +105,7 @@ def register(app: typer.Typer) -> None:
         allow_fallback: bool = typer.Option(False, "--allow-fallback", help="Let logprobs mode fall back to generate when a model cannot score (recorded)."),
         invalid_policy: str = typer.Option("retry-once", "--invalid", help="retry-once (then unjudged) or no-retry."),
         seed: int = typer.Option(0, "--seed"),
+        min_choice_mass: MinChoiceMass = DEFAULT_MIN_CHOICE_MASS,
         threads: Threads = None,
         base_url: BaseUrl = None,
         api_key_env: ApiKeyEnv = None,
@@ -129,10 +134,10 @@ def register(app: typer.Typer) -> None:
         if panel:
             _judge_with_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts,
                               mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
-                              json_summary, batch_read, batch_write)
+                              json_summary, batch_read, batch_write, min_choice_mass)
             return
         spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=allow_fallback,
-                         invalid_policy=invalid_policy, seed=seed)
+                         invalid_policy=invalid_policy, seed=seed, min_choice_mass=min_choice_mass)
         if ray_address is not None:  # Ray is imported only here
             from .ray_run import ray_judge_cli
 
@@ -162,3 +167,4 @@ def register(app: typer.Typer) -> None:
             console.print_json(json.dumps({"qrels": str(out), "details": str(details_path),
                                            "judges": summary_rows(run), "skipped": len(run.skipped),
                                            "injection_flagged": len(flagged)}))
+        fail_if_calls_failed(run.stats.values())

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from collections.abc import Iterable
+from typing import Annotated, Any, Optional
 
 import typer
+
+from ..errors import CallsFailed
 
 Threads = Annotated[Optional[int], typer.Option("--threads", help="llama.cpp / torch CPU threads.")]
 BaseUrl = Annotated[Optional[str], typer.Option(
@@ -20,6 +23,10 @@ RayAddress = Annotated[Optional[str], typer.Option(
 RayWorkers = Annotated[Optional[int], typer.Option(
     "--ray-workers", help="With --ray: workers holding the model [default: as many as the cluster fits; one per node "
     "for a served model].")]
+MinChoiceMass = Annotated[float, typer.Option(
+    "--min-choice-mass", min=0.0, max=1.0,
+    help="logprobs mode: the least share of the next-token probability on the label tokens; below it the "
+    "answer is invalid (recorded in the details).")]
 Progress = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")]
 
 
@@ -29,3 +36,18 @@ def backend_options(threads: int | None, base_url: str | None, api_key_env: str 
     opts = {"n_threads": threads, "base_url": base_url, "api_key_env": api_key_env,
             "concurrency": concurrency, "timeout_s": timeout, "context_tokens": context_tokens}
     return {k: v for k, v in opts.items() if v is not None}
+
+
+def fail_if_calls_failed(stats: Iterable[Any], what: str = "pairs") -> None:
+    """Exit status 3, raised once the outputs are written, when model calls failed after their
+    retries (JudgeStats.failed_calls): a pair left unjudged for a transport reason is not an
+    answer, so the run is not complete. Invalid model answers are an outcome, not a failure."""
+    stats = list(stats)
+    failed = sum(s.failed_calls for s in stats)
+    if not failed:
+        return
+    total = sum(s.pairs for s in stats)
+    raise CallsFailed(
+        f"{failed} of {total} {what} not judged because their model calls failed after all retries "
+        "(reasons in the 'unjudged' lines above); the rest is written. Run the same command again to "
+        "retry only those calls (answered calls are reused from the store)")

@@ -77,6 +77,11 @@ class JudgeStats:
     backend_retries: int = 0  # transport retries inside the backend (429, 5xx, timeouts)
     invalid_outputs: int = 0  # answers that did not parse, retried or not
     truncated: int = 0
+    # pairs left unjudged because a model call failed after its retries (429, 5xx, timeouts,
+    # connection errors, other HTTP errors): not the model's fault; the CLI exits 3 on any
+    failed_calls: int = 0
+    # pairs never sent: the prompt leaves no room for the passage in the model's context
+    no_room: int = 0
     fallback: str | None = None
     seconds: float = 0.0
 
@@ -132,16 +137,31 @@ def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int) -> 
                        json_schema=step.json_schema if step.output == "json" else None)
 
 
+# finish reasons that say the answer is not the model's whole answer
+CUT_ANSWERS = {"length": "cut at the token limit", "content_filter": "withheld by the content filter"}
+
+
 def interpret(step: Step, scale: list[int], request: CallRequest, result: CallResult,
-              score_range: list[float] | None = None) -> StepOutcome:
-    """Read a step's answer: a label, a yes/no (1/0), a text, or invalid with the reason."""
+              score_range: list[float] | None = None, min_choice_mass: float = 0.0) -> StepOutcome:
+    """Read a step's answer: a label, a yes/no (1/0), a text, or invalid with the reason.
+
+    Never a label from a non-answer: in logprobs mode the label tokens must hold at least
+    `min_choice_mass` of the next-token probability; in generate mode an answer the server
+    cut at the token limit or filtered (its finish_reason) is invalid, whatever it holds."""
     if request.mode == "logprobs":
         if not result.probs or not result.choice_mass:
             return StepOutcome(step.id, result.text, None, "no probability on any answer token",
                                result.probs, result.choice_mass)
+        if result.choice_mass < min_choice_mass:
+            return StepOutcome(step.id, result.text, None,
+                               f"the answer tokens hold {result.choice_mass:.2g} of the next-token probability, "
+                               f"below min_choice_mass {min_choice_mass:g}", result.probs, result.choice_mass)
         best = max(result.probs, key=result.probs.get)
         value: int | None = (1 if best == "Yes" else 0) if step.output == "yesno" else int(best)
         return StepOutcome(step.id, result.text, value, None, result.probs, result.choice_mass)
+    finish = result.extra.get("finish_reason")
+    if finish in CUT_ANSWERS:
+        return StepOutcome(step.id, result.text, None, f"answer {CUT_ANSWERS[finish]} (finish_reason: {finish})")
     if step.output == "text":
         text = result.text.strip()
         return StepOutcome(step.id, result.text, text or None, None if text else "empty output")
@@ -176,7 +196,7 @@ async def _run_calls(
 
     def outcome_of(i: int, result: CallResult, cached: bool) -> StepOutcome:
         _, step, req = requests[i]
-        outcome = interpret(step, scale, req, result, judge.template.score_range)
+        outcome = interpret(step, scale, req, result, judge.template.score_range, judge.spec.min_choice_mass)
         outcome.cached, outcome.attempt = cached, req.seed - judge.spec.seed
         if "worker" in result.extra:  # answered by a Ray worker (ray_executor): say which
             requests[i][0].judgment.workers.append({"step": step.id, "attempt": outcome.attempt,
@@ -293,8 +313,15 @@ async def _run_judge(
                 budgets[others] = passage_budget(judge.template, judge.backend, values)
             values[field], cut = truncate_passage(values[field], budgets[others], judge.backend)
         stats.truncated += cut is not None
-        j = Judgment(judge.id, pair.qid, pair.docid, truncated=cut, fallback=judge.fallback)
-        states.append(_PairState(pair, values, j))
+        j = Judgment(judge.id, pair.qid, pair.docid, truncated=cut, fallback=judge.fallback,
+                     min_choice_mass=judge.spec.min_choice_mass if judge.mode == "logprobs" else None)
+        state = _PairState(pair, values, j)
+        if cut is not None and cut["kept_chars"] == 0:  # nothing of the passage would be shown: never sent
+            stats.no_room += 1
+            state.done = True
+            j.invalid_reason = (f"not judged: the prompt leaves no room for the {field} in the model's "
+                                f"{judge.backend.context_tokens()}-token context ({cut['passage_tokens']} tokens)")
+        states.append(state)
 
     steps = judge.template.steps
     retries_allowed = 1 if judge.spec.invalid_policy == "retry-once" else 0
@@ -309,12 +336,14 @@ async def _run_judge(
                 stats.fallback = judge.fallback
                 for s in states:
                     s.judgment.fallback = judge.fallback
+                    s.judgment.min_choice_mass = None  # generated from now on
                 continue
             pending = []
             for state, outcome, error in answered:
                 j = state.judgment
                 if outcome is None:
                     j.invalid_reason = f"{step.id}: backend error: {error}"
+                    stats.failed_calls += 1
                     state.done = True
                     continue
                 j.steps.append(outcome)
@@ -414,6 +443,7 @@ def summary_rows(run: JudgeRun) -> list[dict[str, Any]]:
             "invalid_outputs": s.invalid_outputs, "invalid_rate": round(s.invalid_rate, 4), "retries": s.retries,
             "backend_retries": s.backend_retries, "calls_made": s.calls_made, "cache_hits": s.cache_hits, "truncated": s.truncated,
             "fallback": s.fallback, "seconds": round(s.seconds, 2),
+            "failed_calls": s.failed_calls, "no_room": s.no_room,
             # why pairs stayed unjudged (reason -> pairs), so a JSON summary says what is missing
             "unjudged_reasons": dict(s.unjudged.most_common()),
         }

@@ -13,6 +13,12 @@ from ..prompts import PromptTemplate, get_template
 
 INVALID_POLICIES = ("retry-once", "no-retry")
 
+# logprobs mode: the least share of the model's whole next-token probability that must fall on
+# the label tokens for the answer to count. Below it the model wanted to say something else
+# ("Sorry", "The"), and the argmax over the label tokens is noise: the answer is invalid.
+# Chosen from the distribution measured by bench/choice_mass.py (docs/reliability.md).
+DEFAULT_MIN_CHOICE_MASS = 0.01
+
 
 @dataclass
 class JudgeSpec:
@@ -28,6 +34,8 @@ class JudgeSpec:
     allow_fallback: bool = False
     invalid_policy: str = "retry-once"
     seed: int = 0
+    # logprobs mode: an answer whose label tokens hold less of the next-token mass is invalid
+    min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS
 
 
 class Judge:
@@ -36,6 +44,9 @@ class Judge:
             raise JudgeblenderError(f"unknown scoring mode {spec.mode!r}; use generate or logprobs")
         if spec.invalid_policy not in INVALID_POLICIES:
             raise JudgeblenderError(f"unknown invalid-output policy {spec.invalid_policy!r}; use {INVALID_POLICIES}")
+        mass = spec.min_choice_mass
+        if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not 0.0 <= mass <= 1.0:
+            raise JudgeblenderError(f"min_choice_mass must be a number from 0 to 1, got {mass!r}")
         self.spec = spec
         self.template = template or get_template(spec.prompt)
         self.backend = backend or create_backend(spec.model, **spec.options)

@@ -36,6 +36,8 @@ class Judgment:
     truncated: dict[str, int] | None = None
     fallback: str | None = None
     stopped_at: str | None = None
+    # logprobs mode: the least share of next-token mass on the label tokens an answer needed
+    min_choice_mass: float | None = None
     # the Ray workers (node id, pid) that answered each step's call; empty in a local run
     workers: list[dict[str, Any]] = field(default_factory=list)
 
@@ -67,6 +69,7 @@ class Judgment:
             "fallback": self.fallback,
             "stopped_at": self.stopped_at,
             # fields one level deep (dicts of floats at most): asdict's deep copy is not needed
+            **({"min_choice_mass": self.min_choice_mass} if self.min_choice_mass is not None else {}),
             "steps": [{f.name: getattr(s, f.name) for f in fields(s)} for s in self.steps],
             **({"workers": self.workers} if self.workers else {}),  # only where Ray workers answered
         }
