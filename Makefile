@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS := local,models,hf,embed,crowd,dev
+EXTRAS := local,models,hf,embed,crowd,estimate,dev
 
 .PHONY: install demo test test-fast test-opik browser bench clean
 
