@@ -108,8 +108,9 @@ def test_collection_interval_is_the_difference_estimator_with_finite_population_
     ys, fs = y[:10], f[:10]
     lam = np.clip(np.cov(ys, fs)[0, 1] / np.var(fs, ddof=1), 0, 1)
     est = ys.mean() + lam * (f.mean() - fs.mean())
-    se = np.sqrt((1 - 10 / 30) * np.var(ys - lam * fs, ddof=1) / 10)
-    half = stats.t.ppf(0.975, 9) * se
+    resid = (ys - ys.mean()) - lam * (fs - fs.mean())
+    se = np.sqrt((1 - 10 / 30) * (resid ** 2).sum() / 8 / 10)  # n - 2: lambda was fitted
+    half = stats.t.ppf(0.975, 8) * se
     assert float(got["lam"]) == pytest.approx(lam)
     assert float(got["estimate"]) == pytest.approx(est)
     assert float(got["ci_low"]) == pytest.approx(est - half)
@@ -147,9 +148,10 @@ def test_holm_adjusts_the_smallest_p_value_by_the_number_of_tests_and_stays_mono
     assert holm(np.array([0.01, 0.04, 0.03, 0.5])).tolist() == pytest.approx([0.04, 0.09, 0.09, 0.5])
 
 
-def test_an_interval_needs_two_seed_queries_and_a_confidence_inside_0_1():
-    with pytest.raises(JudgeblenderError, match="at least 2 seed queries"):
-        query_ppi(np.ones(5), np.ones(5), np.eye(5, dtype=bool)[0])
+def test_a_tuned_interval_needs_three_seed_queries_and_a_confidence_inside_0_1():
+    with pytest.raises(JudgeblenderError, match="at least 3 seed queries"):
+        query_ppi(np.ones(5), np.ones(5), np.array([True, True, False, False, False]))
+    assert query_ppi(np.ones(5), np.ones(5), np.array([True, True, False, False, False]), lam=0.0)["n"] == 2
     with pytest.raises(JudgeblenderError, match="between 0 and 1"):
         query_ppi(np.ones(5), np.ones(5), np.ones(5, dtype=bool), confidence=1.0)
 

@@ -15,7 +15,9 @@ labels, averaged over a fixed set of N queries:
 
   unbiased under the design, with variance (1 - n/N) * S^2(y - lambda f) / n: the finite
   population correction makes the interval shrink to nothing when the seed is the whole
-  collection. The interval is ``theta +- t(n-1) * se`` (Student t, since n is small).
+  collection. The interval is ``theta +- t(n-2) * se`` (Student t, since n is small, with
+  one degree of freedom spent on lambda, as for a regression estimator; the residual
+  variance is divided by n - 2 too). A fixed lambda (0: human-only) keeps n - 1.
 * ``target="superpopulation"``: the mean over a population of queries the collection's
   queries stand for (queries i.i.d.). This is ppi-python's ``ppi_mean_ci`` as it is, with
   the seed as the labelled set and the other queries' LLM scores as the unlabelled set
@@ -86,8 +88,8 @@ def query_ppi(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, *, target: str =
     f = np.broadcast_to(f, m.shape)
     big_n = m.shape[-1]
     n = m.sum(axis=-1)
-    if np.any(n < 2):
-        raise JudgeblenderError("an interval needs at least 2 seed queries")
+    if np.any(n < 2 + (lam is None)):
+        raise JudgeblenderError(f"an interval needs at least {2 + (lam is None)} seed queries")
     fm = np.where(m, f, 0.0)
     ybar = y.sum(-1) / n
     fbar_s = fm.sum(-1) / n
@@ -105,11 +107,13 @@ def query_ppi(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, *, target: str =
             lam_v = np.broadcast_to(np.asarray(lam, dtype=float), ybar.shape)
         est = ybar + lam_v * (fbar_all - fbar_s)
         resid = np.where(m, yc - lam_v[..., None] * fc, 0.0)
-        s2 = (resid * resid).sum(-1) / (n - 1)
+        # A tuned lambda is one more parameter fitted to the seed: n - 2 degrees of freedom,
+        # as for the residual variance of a regression estimator.
+        df = n - 1 - (lam is None)
+        s2 = (resid * resid).sum(-1) / df
         se = np.sqrt(np.maximum(1.0 - n / big_n, 0.0) * s2 / n)
         from scipy import stats
 
-        df = n - 1
         crit = stats.t.ppf(0.5 + confidence / 2, df)
         with np.errstate(invalid="ignore", divide="ignore"):
             p = np.where(se > 0, 2 * stats.t.sf(np.abs(est) / se, df), np.where(est == 0, 1.0, 0.0))
@@ -261,7 +265,8 @@ def method_description(target: str, confidence: float, n: int, big_n: int, n_pai
                     f"(a finite population; the seed is {n / big_n:.0%} of it and the interval is corrected for that)")
         estimator = ("query-level PPI++ with the whole collection as unlabelled set: ybar_seed + lambda * "
                      "(fbar_all - fbar_seed), lambda = cov/var on the seed clipped to [0, 1]; variance "
-                     "(1 - n/N) s^2(y - lambda f) / n; Student t with n - 1 degrees of freedom")
+                     "(1 - n/N) s^2(y - lambda f) / n with s^2 on n - 2 degrees of freedom; Student t with "
+                     "n - 2 degrees of freedom")
     else:
         estimand = ("each run's mean score over a population of queries that the collection's queries are an "
                     "i.i.d. sample of (no finite-population correction)")
@@ -273,7 +278,7 @@ def method_description(target: str, confidence: float, n: int, big_n: int, n_pai
         "confidence": confidence,
         "seed_queries": n,
         "queries": big_n,
-        "human_only": "mean over the seed queries, same variance formula with lambda = 0",
+        "human_only": "mean over the seed queries, same variance formula with lambda = 0 (n - 1 degrees of freedom)",
         "pairwise": (f"differences a - b estimated the same way from per-query differences; {n_pairs} pairs; "
                      f"p-values adjusted by Holm's step-down method (family-wise error {1 - confidence:.2g}); "
                      "Bonferroni intervals hold for all pairs at once"),
@@ -302,8 +307,8 @@ def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, 
         raise JudgeblenderError("estimate needs at least one run")
     seed = check_seed(llm, human, human_path, llm_path, design, design_path)
     population = sorted(design.population) if design is not None else sorted(q for q, d in llm.items() if d)
-    if len(seed) < 2:
-        raise InputError(human_path, None, "human labels for at least 2 queries (an interval needs 2)",
+    if len(seed) < 3:
+        raise InputError(human_path, None, "human labels for at least 3 queries (a tuned interval needs 3)",
                          f"{len(seed)} quer{'y' if len(seed) == 1 else 'ies'}")
     runset = RunSet(runs, population)
     seeded = np.isin(np.array(population), np.array(seed))
