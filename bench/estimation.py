@@ -1,0 +1,214 @@
+"""Do `estimate`'s intervals hold? A simulation on DL19 with the published LLM label files.
+
+    PYTHONPATH=src .venv/bin/python bench/estimation.py [--sims 1000] [--out docs/estimation.md]
+
+Every run's per-query score is computed once under the full human qrels (the truth: its
+mean over the 43 queries is the run's full-human score) and once under each LLM label file.
+A simulated seed is then k whole queries drawn at random without replacement, and every
+estimate is index arithmetic on those matrices (judgeblender.evaluate.estimate.query_ppi,
+the function `estimate` itself uses). For each label file and seed size k (5, 10, 20) over
+`--sims` seed sets it measures: coverage of each run's full-human score by the query-level
+PPI++ interval (collection target, the default) and by the human-only interval; mean
+widths and their ratio; the ratio sqrt(1 - rho^2) that an ideal control variate would give
+(rho: correlation over queries of a run's LLM and human per-query scores, averaged over
+runs); Kendall's tau of the point estimates against the full-human leaderboard; for the 666
+pairs of runs, coverage of the true difference by the unadjusted intervals, how often every
+Bonferroni interval holds at once, and how often Holm declares a wrong ordering
+(family-wise error). The superpopulation target (ppi-python's ppi_mean_ci as is) is
+measured too, against the same collection means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from judgeblender.evaluate.estimate import holm, per_query_scores, query_ppi
+from judgeblender.pairs import read_qrels, read_runs_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+SIZES = (5, 10, 20)
+CHUNK = 50  # seed sets per block in the pairwise part: (50 x 666 x 43) arrays
+
+
+def kendall_rows(est: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each row of `est` (sims x runs) against `truth` (runs)."""
+    i, j = np.triu_indices(len(truth), 1)
+    t = np.sign(truth[i] - truth[j])
+    e = np.sign(est[:, i] - est[:, j])
+    num = (e * t).sum(1)
+    den = np.sqrt(np.count_nonzero(e, axis=1) * float(np.count_nonzero(t)))
+    return np.where(den > 0, num / den, np.nan)
+
+
+def seed_masks(rng: np.random.Generator, sims: int, big_n: int, k: int) -> np.ndarray:
+    picks = np.argsort(rng.random((sims, big_n)), axis=1)[:, :k]
+    mask = np.zeros((sims, big_n), dtype=bool)
+    np.put_along_axis(mask, picks, True, axis=1)
+    return mask
+
+
+def simulate(human: np.ndarray, llm: np.ndarray, masks: np.ndarray, confidence: float, target: str) -> dict:
+    truth = human.mean(1)
+    r = query_ppi(human[None], llm[None], masks[:, None, :], target=target, confidence=confidence)
+    h = query_ppi(human[None], llm[None], masks[:, None, :], target=target, confidence=confidence, lam=0.0)
+    cover = (r["ci_low"] <= truth) & (truth <= r["ci_high"])
+    h_cover = (h["ci_low"] <= truth) & (truth <= h["ci_high"])
+    width, h_width = r["ci_high"] - r["ci_low"], h["ci_high"] - h["ci_low"]
+    out = {
+        "coverage": float(cover.mean()), "coverage_worst_run": float(cover.mean(0).min()),
+        "coverage_human_only": float(h_cover.mean()),
+        "width": float(width.mean()), "width_human_only": float(h_width.mean()),
+        "width_ratio": float(width.mean() / h_width.mean()),
+        "tau": float(np.nanmean(kendall_rows(r["estimate"], truth))),
+        "tau_human_only": float(np.nanmean(kendall_rows(h["estimate"], truth))),
+        "bias": float((r["estimate"] - truth).mean()),
+    }
+    if target == "collection":
+        out.update(simulate_pairs(human, llm, masks, confidence))
+    return out
+
+
+def simulate_pairs(human: np.ndarray, llm: np.ndarray, masks: np.ndarray, confidence: float) -> dict:
+    a, b = np.triu_indices(len(human), 1)
+    dh, dl = human[a] - human[b], llm[a] - llm[b]
+    truth = dh.mean(1)
+    alpha, n_pairs = 1 - confidence, len(a)
+    covered, all_bonf, wrong, found = [], [], [], []
+    for lo in range(0, len(masks), CHUNK):
+        m = masks[lo:lo + CHUNK, None, :]
+        d = query_ppi(dh[None], dl[None], m, confidence=confidence)
+        bonf = query_ppi(dh[None], dl[None], m, confidence=1 - alpha / n_pairs, lam=d["lam"])
+        covered.append(((d["ci_low"] <= truth) & (truth <= d["ci_high"])).mean(1))
+        all_bonf.append(((bonf["ci_low"] <= truth) & (truth <= bonf["ci_high"])).all(1))
+        sig = np.stack([holm(p) for p in d["p"]]) < alpha
+        wrong.append((sig & (np.sign(d["estimate"]) != np.sign(truth))).any(1))
+        found.append(sig.sum(1))
+    return {
+        "pair_coverage": float(np.concatenate(covered).mean()),
+        "bonferroni_simultaneous": float(np.concatenate(all_bonf).mean()),
+        "holm_any_wrong_order": float(np.concatenate(wrong).mean()),
+        "holm_significant_pairs": float(np.concatenate(found).mean()),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sims", type=int, default=1000, help="random seed sets per seed size")
+    ap.add_argument("--confidence", type=float, default=0.9)
+    ap.add_argument("--measure", default="nDCG@10")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "estimation.md")
+    ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "estimation.json")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    dl19 = DATA / "trec-dl-2019"
+    human_qrels = read_qrels(dl19 / "qrels.txt")
+    queries = sorted(human_qrels)
+    runs = read_runs_dir(dl19 / "runs")
+    label_files = sorted((DATA / "llm-labels" / "trec-dl-2019").glob("*.qrels"))
+    qrels = {"human": human_qrels} | {p.stem: read_qrels(p) for p in label_files}
+    scores = {name: m[args.measure] for name, m in per_query_scores(runs, queries, qrels, [args.measure]).items()}
+    t_scores = time.perf_counter() - t0
+    human = scores.pop("human")
+    rng = np.random.default_rng(args.seed)
+    masks = {k: seed_masks(rng, args.sims, len(queries), k) for k in SIZES}  # the same seed sets for every file
+
+    rows = []
+    for name, llm in scores.items():
+        rho = np.array([np.corrcoef(h, f)[0, 1] for h, f in zip(human, llm)])
+        ideal = float(np.nanmean(np.sqrt(1 - rho ** 2)))
+        llm_tau = float(kendall_rows(llm.mean(1)[None], human.mean(1))[0])
+        for k in SIZES:
+            for target in ("collection", "superpopulation"):
+                res = simulate(human, llm, masks[k], args.confidence, target)
+                rows.append({"labels": name, "k": k, "target": target, "rho": float(np.nanmean(rho)),
+                             "ideal_ratio": ideal, "llm_only_tau": llm_tau,
+                             "llm_only_bias": float((llm.mean(1) - human.mean(1)).mean()), **res})
+                print(f"{name:35s} k={k:2d} {target:15s} cov {res['coverage']:.3f} (human {res['coverage_human_only']:.3f}) "
+                      f"width {res['width']:.3f} / {res['width_human_only']:.3f} = {res['width_ratio']:.2f} "
+                      f"(ideal {ideal:.2f}) tau {res['tau']:.3f}", file=sys.stderr, flush=True)
+    elapsed = time.perf_counter() - t0
+    meta = {"sims": args.sims, "confidence": args.confidence, "measure": args.measure, "seed": args.seed,
+            "runs": len(runs), "queries": len(queries), "seconds_scores": round(t_scores, 1),
+            "seconds_total": round(elapsed, 1), "python": platform.python_version(),
+            "numpy": np.__version__}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    args.out.write_text(render(rows, meta))
+    print(f"wrote {args.out} and {args.json} in {elapsed:.0f} s", file=sys.stderr)
+
+
+def render(rows: list[dict], meta: dict) -> str:
+    conf = meta["confidence"]
+    lines = [
+        "# Estimates with guarantees: how far `estimate`'s intervals hold",
+        "",
+        "Measured by `bench/estimation.py` (simulation on real data; every figure below comes from",
+        "that script's last run, also saved in `bench/results/estimation.json`):",
+        "",
+        "```",
+        f"PYTHONPATH=src .venv/bin/python bench/estimation.py --sims {meta['sims']} --confidence {conf} "
+        f"--measure '{meta['measure']}' --seed {meta['seed']}",
+        "```",
+        "",
+        f"TREC DL 2019 passages, the {meta['runs']} official runs, {meta['measure']}, the {meta['queries']} judged "
+        "queries. The truth is each run's full-human score (its mean over the 43 queries under the official",
+        "qrels). A seed is k whole queries drawn at random without replacement, human labels there, the",
+        "LLM label file everywhere; the same "
+        f"{meta['sims']} seed sets per k for every label file. {conf:.0%} intervals.",
+        "",
+        "Columns: **cov** coverage of the true score, averaged over runs and seed sets (worst run in",
+        "brackets); **human cov** the same for the human-only interval; **width** mean interval width",
+        "(PPI++ / human-only) and their **ratio**; **ideal** sqrt(1 - rho^2), the ratio a perfect control",
+        "variate with the label file's per-query correlation rho (mean over runs) would give;",
+        "**tau** Kendall's tau of the point estimates against the full-human leaderboard (PPI++ /",
+        "human-only / LLM-only); **bias** mean of (estimate - truth) over runs and seeds; for the 666",
+        "pairs of runs: **pair cov** coverage of the true difference by the unadjusted intervals,",
+        "**Bonf. all** share of seed sets where every Bonferroni interval holds at once, **Holm wrong**",
+        "share of seed sets with at least one significant ordering in the wrong direction (family-wise",
+        f"error; at most {1 - conf:.2g} is the target) and **Holm found** mean number of significant pairs.",
+        "",
+        "## Collection target (the default: mean over the 43 queries, finite-population corrected)",
+        "",
+        "| labels | rho | k | cov (worst run) | human cov | width PPI++ / human | ratio | ideal | tau PPI++ / human / LLM | bias | pair cov | Bonf. all | Holm wrong | Holm found |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["target"] != "collection":
+            continue
+        lines.append(
+            f"| {r['labels']} | {r['rho']:.2f} | {r['k']} | {r['coverage']:.3f} ({r['coverage_worst_run']:.2f}) | "
+            f"{r['coverage_human_only']:.3f} | {r['width']:.3f} / {r['width_human_only']:.3f} | "
+            f"{r['width_ratio']:.2f} | {r['ideal_ratio']:.2f} | {r['tau']:.3f} / {r['tau_human_only']:.3f} / "
+            f"{r['llm_only_tau']:.3f} | {r['bias']:+.4f} | {r['pair_coverage']:.3f} | "
+            f"{r['bonferroni_simultaneous']:.3f} | {r['holm_any_wrong_order']:.3f} | {r['holm_significant_pairs']:.0f} |")
+    lines += [
+        "",
+        "## Superpopulation target (ppi-python's `ppi_mean_ci` as is), scored against the same collection means",
+        "",
+        "| labels | k | cov (worst run) | human cov | width PPI++ / human | ratio | tau PPI++ |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["target"] != "superpopulation":
+            continue
+        lines.append(
+            f"| {r['labels']} | {r['k']} | {r['coverage']:.3f} ({r['coverage_worst_run']:.2f}) | "
+            f"{r['coverage_human_only']:.3f} | {r['width']:.3f} / {r['width_human_only']:.3f} | "
+            f"{r['width_ratio']:.2f} | {r['tau']:.3f} |")
+    lines += ["", f"Run time: {meta['seconds_total']} s in all ({meta['seconds_scores']} s to score the runs), "
+              f"Python {meta['python']}, numpy {meta['numpy']}.", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
