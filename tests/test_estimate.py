@@ -295,3 +295,20 @@ def test_on_dl19_ppi_narrows_the_human_only_interval_and_corrects_the_lenient_ll
     human_width = np.mean([r.human_only_high - r.human_only_low for r in result.runs])
     assert ppi_width < 0.9 * human_width
     assert np.mean([r.llm_only - r.estimate for r in result.runs]) > 0.1  # the judge is lenient
+
+
+def test_runs_that_differ_on_two_seed_queries_fail_cochrans_rule_and_are_not_declared_ordered(files):
+    # per-query differences: zero on 18 of 20 seed queries, large on 2 -> skewness ~3, 25 g1^2 >> 20
+    y = np.zeros(40)
+    y[[0, 1]] = [0.4, 0.3]
+    f = np.zeros(40)
+    seeded = np.zeros(40, dtype=bool)
+    seeded[:20] = True
+    got = query_ppi(y, f, seeded, lam=0.0)
+    assert not bool(got["normal_ok"]) and float(got["skewness"]) > 2
+    spread = query_ppi(np.random.default_rng(0).random(40), f, seeded, lam=0.0)
+    assert bool(spread["normal_ok"])
+    # in `estimate`, a pair is significant only where Holm rejects and the rule holds
+    llm, human = read_qrels(files / "llm.qrels"), read_qrels(files / "seed.qrels")
+    result = estimate(llm, human, read_runs_dir(files / "runs"), ["P@3"], confidence=0.9)
+    assert all(p.significant == (p.p_holm < 0.1 and p.normal_ok) for p in result.pairs)

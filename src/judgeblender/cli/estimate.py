@@ -80,20 +80,24 @@ def _print(result, method: dict) -> None:
                                  f"{method['queries']}"),
                       caption=Text("x ± h: the interval [x - h, x + h]. PPI++: LLM labels on every query, corrected "
                                    "by the human seed. human-only: the seed alone. LLM-only: no correction (biased "
-                                   "when the judge is). lambda: weight of the LLM scores (0: ignored)."))
+                                   "when the judge is). lambda: weight of the LLM scores (0: ignored). *: fails Cochran's "
+                                   "rule on the seed (skewed scores): the interval is less trustworthy."))
         table.add_column("run", overflow="fold", min_width=10)
         for col in ("PPI++", "human-only", "LLM-only", "lambda"):
             table.add_column(col, justify="right")
         for r in rows:
-            table.add_row(Text(r.run), f"{_fmt(r.estimate)} ± {_fmt((r.ci_high - r.ci_low) / 2)}",
+            table.add_row(Text(r.run + ("" if r.normal_ok else " *")), f"{_fmt(r.estimate)} ± {_fmt((r.ci_high - r.ci_low) / 2)}",
                           f"{_fmt(r.human_only)} ± {_fmt((r.human_only_high - r.human_only_low) / 2)}",
                           _fmt(r.llm_only), _fmt(r.lam, 2))
         console.print(table)
         pairs = [p for p in result.pairs if p.measure == measure]
         if pairs:
             sig = sorted((p for p in pairs if p.significant), key=lambda p: p.p_holm)
+            held = sum(1 for p in pairs if p.p_holm < 1 - conf and not p.normal_ok)
             console.print(f"{measure}: {len(sig)} of {len(pairs)} pairs of runs significantly ordered "
-                          f"(Holm, family-wise error {1 - conf:.2g})", markup=False)
+                          f"(Holm, family-wise error {1 - conf:.2g}"
+                          + (f"; {held} more that Holm rejects fail Cochran's rule and are not declared" if held else "")
+                          + ")", markup=False)
             for p in sig[:SHOWN_PAIRS]:
                 if p.difference > 0:
                     hi, lo, c_lo, c_hi = p.run_a, p.run_b, p.ci_low_bonferroni, p.ci_high_bonferroni

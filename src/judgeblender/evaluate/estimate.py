@@ -144,8 +144,14 @@ def query_ppi(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, *, target: str =
         crit = stats.norm.ppf(0.5 + confidence / 2)
         with np.errstate(invalid="ignore", divide="ignore"):
             p = np.where(se > 0, 2 * stats.norm.sf(np.abs(est) / se), np.where(est == 0, 1.0, 0.0))
+    # Cochran's rule for the normal approximation of a mean from a skewed population: n > 25 g1^2,
+    # g1 the skewness of the residuals (a seed where the values are all equal cannot show it holds).
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r2 = (resid * resid).sum(-1) / n
+        g1 = np.where(r2 > 0, ((resid ** 3).sum(-1) / n) / r2 ** 1.5, np.inf)
     return {"estimate": est, "se": se, "ci_low": est - crit * se, "ci_high": est + crit * se, "p": p,
-            "lam": np.asarray(lam_v, dtype=float) + 0.0, "n": n, "crit": np.broadcast_to(crit, est.shape)}
+            "lam": np.asarray(lam_v, dtype=float) + 0.0, "n": n, "crit": np.broadcast_to(crit, est.shape),
+            "skewness": g1, "normal_ok": n > 25 * g1 ** 2}
 
 
 def holm(p: np.ndarray) -> np.ndarray:
@@ -228,6 +234,7 @@ class RunEstimate:
     n_queries: int
     confidence: float
     target: str
+    normal_ok: bool  # Cochran's rule n > 25 g1^2 on the seed residuals: the interval's approximation is credible
 
     def to_dict(self) -> dict:
         return json_ready(asdict(self))
@@ -245,7 +252,8 @@ class PairEstimate:
     ci_high_bonferroni: float
     p: float
     p_holm: float
-    significant: bool  # Holm at 1 - confidence
+    normal_ok: bool  # Cochran's rule n > 25 g1^2 on the seed's residual differences
+    significant: bool  # Holm at 1 - confidence, and normal_ok
 
     def to_dict(self) -> dict:
         return json_ready(asdict(self))
@@ -281,7 +289,10 @@ def method_description(target: str, confidence: float, n: int, big_n: int, n_pai
         "human_only": "mean over the seed queries, same variance formula with lambda = 0 (n - 1 degrees of freedom)",
         "pairwise": (f"differences a - b estimated the same way from per-query differences; {n_pairs} pairs; "
                      f"p-values adjusted by Holm's step-down method (family-wise error {1 - confidence:.2g}); "
-                     "Bonferroni intervals hold for all pairs at once"),
+                     "a pair is declared ordered only if Holm rejects and its seed passes Cochran's rule "
+                     "(n > 25 g1^2, g1 the skewness of the residual differences: two runs that differ on a "
+                     "few queries only break the normal approximation); Bonferroni intervals hold for all "
+                     "pairs at once"),
         "assumptions": [
             "the seed queries are a simple random sample of the queries (a design file from "
             "`pool --sample-queries` records it)",
@@ -339,11 +350,17 @@ def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, 
                 ci_high=float(ppi["ci_high"][i]), se=float(ppi["se"][i]), lam=float(ppi["lam"][i]),
                 llm_only=float(f[i].mean()), human_only=float(h["estimate"][i]),
                 human_only_low=float(h["ci_low"][i]), human_only_high=float(h["ci_high"][i]),
-                n_seed=n, n_queries=big_n, confidence=confidence, target=target))
+                n_seed=n, n_queries=big_n, confidence=confidence, target=target,
+                normal_ok=bool(ppi["normal_ok"][i])))
         if pairs and len(run_names) > 1:
             out_pairs.extend(_pair_estimates(name, run_names, y, f, seeded, target, confidence))
     n_pairs = len(run_names) * (len(run_names) - 1) // 2 if pairs else 0
     notes = []
+    doubtful = sorted({r.run for r in out_runs if not r.normal_ok})
+    if doubtful:
+        notes.append(f"{len(doubtful)} run(s) fail Cochran's rule (n > 25 g1^2) on the seed, so their interval's "
+                     f"normal approximation is doubtful (skewed per-query scores): {', '.join(doubtful[:8])}"
+                     + (" ..." if len(doubtful) > 8 else ""))
     if n < 10:
         notes.append(f"only {n} seed queries: intervals rest on a normal approximation that is rough this small "
                      "(see docs/estimation.md for the measured coverage)")
@@ -379,7 +396,8 @@ def _pair_estimates(measure: str, run_names: list[str], y: np.ndarray, f: np.nda
     p_holm = holm(d["p"])
     return [PairEstimate(measure, run_names[i], run_names[j], float(d["estimate"][t]), float(d["ci_low"][t]),
                          float(d["ci_high"][t]), float(bonf["ci_low"][t]), float(bonf["ci_high"][t]),
-                         float(d["p"][t]), float(p_holm[t]), bool(p_holm[t] < alpha))
+                         float(d["p"][t]), float(p_holm[t]), bool(d["normal_ok"][t]),
+                         bool(p_holm[t] < alpha and d["normal_ok"][t]))
             for t, (i, j) in enumerate(zip(a.tolist(), b.tolist()))]
 
 
