@@ -312,3 +312,29 @@ def test_runs_that_differ_on_two_seed_queries_fail_cochrans_rule_and_are_not_dec
     llm, human = read_qrels(files / "llm.qrels"), read_qrels(files / "seed.qrels")
     result = estimate(llm, human, read_runs_dir(files / "runs"), ["P@3"], confidence=0.9)
     assert all(p.significant == (p.p_holm < 0.1 and p.normal_ok) for p in result.pairs)
+
+
+def test_plan_gives_the_smallest_seed_whose_interval_reaches_the_target_width():
+    from scipy import stats
+
+    from judgeblender.evaluate.estimate import queries_needed
+
+    def width(n, s2=0.04, big_n=43):
+        return 2 * stats.t.ppf(0.95, n - 2) * np.sqrt((1 - n / big_n) * s2 / n)
+
+    (n,) = queries_needed(np.array([0.04]), 43, 0.1, 0.9, tuned=True)
+    assert width(n) <= 0.1 < width(n - 1)
+    assert queries_needed(np.array([0.04]), 43, 1e-9, 0.9, tuned=True) == [43]  # only the census is exact
+    assert queries_needed(np.array([0.0]), 43, 0.1, 0.9, tuned=True) == [3]
+
+
+def test_estimate_plan_json_gives_queries_and_pairs_needed_per_run(files, monkeypatch, capsys):
+    code, out, err = run_main(monkeypatch, capsys, *estimate_args(files, "-m", "P@3", "--plan", "--target-width",
+                                                                  "0.2", "--json"))
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["run"] for r in rows] == ["A", "B", "C"] and all(r["kind"] == "plan" for r in rows)
+    for r in rows:
+        assert 3 <= r["queries_needed"] <= 8 and r["pairs_needed"] == r["queries_needed"] * 6
+    code, out, err = run_main(monkeypatch, capsys, *estimate_args(files, "--plan"))
+    assert code == 2 and "--plan and --target-width go together" in err

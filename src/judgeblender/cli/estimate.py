@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import InputError, JudgeblenderError
-from ..evaluate.estimate import TARGETS, design_path_for, estimate, read_design
+from ..evaluate.estimate import TARGETS, design_path_for, estimate, plan, read_design
 from ..pairs.qrels import read_qrels
 from ..pairs.runs import read_runs_dir
 from .console import console
@@ -41,6 +41,9 @@ def register(app: typer.Typer) -> None:
         design: Optional[Path] = typer.Option(None, "--design",
                                               help="Design file of the seed [default: SEED.design.json if it exists]."),
         no_pairs: bool = typer.Option(False, "--no-pairs", help="Skip the differences between runs."),
+        do_plan: bool = typer.Option(False, "--plan", help="Treat the seed as a pilot: how many seed queries "
+                                     "(and human labels) give intervals no wider than --target-width."),
+        target_width: Optional[float] = typer.Option(None, "--target-width", help="With --plan: the interval width wanted."),
         as_json: bool = typer.Option(False, "--json",
                                      help="One JSON object per line: per run and measure, then per pair, then the method."),
     ) -> None:
@@ -54,9 +57,19 @@ def register(app: typer.Typer) -> None:
                 raise InputError(path, None, f"a qrels file for {what}", "no such file")
         design_file = design if design is not None else design_path_for(human)
         the_design = read_design(design_file) if (design is not None or design_file.is_file()) else None
+        if do_plan != (target_width is not None):
+            raise JudgeblenderError("--plan and --target-width go together")
+        if do_plan and target != "collection":
+            raise JudgeblenderError("--plan works for --target collection only")
         llm_qrels = read_qrels(llm)
         human_qrels = read_qrels(human)
         runs = read_runs_dir(runs_dir)
+        if do_plan:
+            rows = plan(llm_qrels, human_qrels, runs, measures or [DEFAULT_MEASURE], target_width=target_width,
+                        confidence=confidence, llm_path=llm, human_path=human, design=the_design,
+                        design_path=design_file if the_design else None)
+            _print_plan(rows, target_width, confidence, as_json)
+            return
         result = estimate(llm_qrels, human_qrels, runs, measures or [DEFAULT_MEASURE], confidence=confidence,
                           target=target, llm_path=llm, human_path=human, design=the_design,
                           design_path=design_file if the_design else None, pairs=not no_pairs)
@@ -115,3 +128,30 @@ def _print(result, method: dict) -> None:
         console.print(f"assumes: {a}", markup=False)
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
+
+
+def _print_plan(rows, target_width: float, confidence: float, as_json: bool) -> None:
+    if as_json:
+        for r in rows:
+            typer.echo(json.dumps({"kind": "plan", "target_width": target_width, "confidence": confidence,
+                                   **r.to_dict()}))
+        return
+    for measure in dict.fromkeys(r.measure for r in rows):
+        sub = [r for r in rows if r.measure == measure]
+        table = Table(title=Text(f"{measure}: seed queries for {confidence:.0%} intervals at most {target_width} wide"),
+                      caption=Text("From the pilot seed's per-query variances (themselves uncertain with a small "
+                                   "pilot). none: not reached before the whole collection. pairs: queries x mean "
+                                   "LLM-labelled pairs per query."))
+        table.add_column("run", overflow="fold", min_width=10)
+        for col in ("pilot width", "queries PPI++", "pairs PPI++", "queries human-only"):
+            table.add_column(col, justify="right")
+        for r in sorted(sub, key=lambda r: -(r.queries_needed or 10**9)):
+            table.add_row(Text(r.run), _fmt(r.pilot_width), str(r.queries_needed or "none"),
+                          str(r.pairs_needed or "none"), str(r.queries_needed_human_only or "none"))
+        console.print(table)
+        need = [r.queries_needed for r in sub]
+        need_h = [r.queries_needed_human_only for r in sub]
+        worst = "none below the whole collection" if None in need else max(need)
+        worst_h = "none below the whole collection" if None in need_h else max(need_h)
+        console.print(f"{measure}: every run's interval at most {target_width} wide needs {worst} seed queries with "
+                      f"PPI++, {worst_h} with the human seed alone", markup=False)

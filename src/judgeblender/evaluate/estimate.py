@@ -407,3 +407,77 @@ def per_query_scores(runs: Sequence[Run], queries: Sequence[str], qrels_by_name:
     runset = RunSet(runs, list(queries))
     parsed = parse_measures(measures)
     return {name: evaluate_runs(runset, qrels, parsed) for name, qrels in qrels_by_name.items()}
+
+
+# ---------------------------------------------------------------------------------------
+# Planning: how many seed queries for a target width
+# ---------------------------------------------------------------------------------------
+
+@dataclass
+class PlanRow:
+    run: str
+    measure: str
+    pilot_width: float  # the PPI++ interval width on the pilot seed
+    queries_needed: int | None  # PPI++ seed queries for width <= target; None: not even the whole collection
+    queries_needed_human_only: int | None
+    pairs_needed: int | None  # queries_needed x the mean number of LLM-labelled pairs per query
+
+    def to_dict(self) -> dict:
+        return json_ready(asdict(self))
+
+
+def queries_needed(s2: np.ndarray, big_n: int, target_width: float, confidence: float, tuned: bool) -> list:
+    """Smallest seed size n (3..N) whose collection interval, 2 t(df) sqrt((1 - n/N) s2 / n), is at most
+    `target_width`, per row of `s2` (the per-query residual variance); None where no n < N reaches it
+    (n = N, the whole collection, always does: its width is 0)."""
+    from scipy import stats
+
+    ns = np.arange(3, big_n + 1)
+    df = ns - 1 - int(tuned)
+    half = stats.t.ppf(0.5 + confidence / 2, df)[None, :] * np.sqrt(
+        np.maximum(1 - ns / big_n, 0)[None, :] * np.asarray(s2, dtype=float)[:, None] / ns[None, :])
+    ok = 2 * half <= target_width
+    return [int(ns[row.argmax()]) if row.any() else None for row in ok]
+
+
+def plan(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, *, target_width: float,
+         confidence: float = 0.9, llm_path: str | Path = "LLM qrels", human_path: str | Path = "seed qrels",
+         design: Design | None = None, design_path: str | Path | None = None) -> list[PlanRow]:
+    """From a pilot seed: how many seed queries (and human labels) the collection target needs for
+    intervals no wider than `target_width`, per run and measure, with PPI++ and with the seed alone.
+
+    The per-query residual variance of the pilot is taken as the truth: with a small pilot it is
+    itself uncertain, so plan for the larger runs' needs and re-check with `estimate` afterwards.
+    """
+    if not target_width > 0:
+        raise JudgeblenderError(f"--target-width must be positive, got {target_width}")
+    result = estimate(llm, human, runs, measures, confidence=confidence, llm_path=llm_path,
+                      human_path=human_path, design=design, design_path=design_path, pairs=False)
+    seed = sorted(q for q, d in human.items() if d)
+    population = sorted(design.population) if design is not None else sorted(q for q, d in llm.items() if d)
+    runset = RunSet(runs, population)
+    seeded = np.isin(np.array(population), np.array(seed))
+    parsed = parse_measures(measures)
+    llm_pq = evaluate_runs(runset, llm, parsed)
+    human_pq = evaluate_runs(runset, {q: human[q] for q in seed}, parsed)
+    big_n = len(population)
+    pairs_per_query = np.mean([len(llm.get(q, {})) for q in population])
+    out = []
+    for m in parsed:
+        name = str(m)
+        y, f = human_pq[name], llm_pq[name]
+        ppi = query_ppi(y, f, seeded, confidence=confidence)
+        n = ppi["n"]
+        lam = ppi["lam"]
+        ys = np.where(seeded, y, 0.0)
+        yc = np.where(seeded, y - (ys.sum(-1) / n)[:, None], 0.0)
+        fc = np.where(seeded, f - (np.where(seeded, f, 0.0).sum(-1) / n)[:, None], 0.0)
+        s2_ppi = ((yc - lam[:, None] * fc) ** 2).sum(-1) / (n - 2)
+        s2_h = (yc ** 2).sum(-1) / (n - 1)
+        need = queries_needed(s2_ppi, big_n, target_width, confidence, tuned=True)
+        need_h = queries_needed(s2_h, big_n, target_width, confidence, tuned=False)
+        rows = [r for r in result.runs if r.measure == name]
+        for r, k, kh in zip(rows, need, need_h):
+            out.append(PlanRow(r.run, name, r.ci_high - r.ci_low, k, kh,
+                               None if k is None else int(round(k * pairs_per_query))))
+    return out
