@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import sys
 import time
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from judgeblender.evaluate.estimate import holm, per_query_scores, query_ppi
+from judgeblender.evaluate.pair_design import gains, inclusion_probabilities, linear_weights, poisson_estimate
 from judgeblender.pairs import read_qrels, read_runs_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,15 +144,132 @@ def main() -> None:
                 print(f"{name:35s} k={k:2d} {target:15s} cov {res['coverage']:.3f} (human {res['coverage_human_only']:.3f}) "
                       f"width {res['width']:.3f} / {res['width_human_only']:.3f} = {res['width_ratio']:.2f} "
                       f"(ideal {ideal:.2f}) tau {res['tau']:.3f}", file=sys.stderr, flush=True)
+    t_part3 = time.perf_counter()
+    part3 = pair_designs(runs, queries, qrels, human_qrels, masks, args.sims, args.confidence, rng)
+    meta_part3 = round(time.perf_counter() - t_part3, 1)
     elapsed = time.perf_counter() - t0
-    meta = {"sims": args.sims, "confidence": args.confidence, "measure": args.measure, "seed": args.seed,
+    meta = {"seconds_part3": meta_part3, "sims": args.sims, "confidence": args.confidence, "measure": args.measure, "seed": args.seed,
             "runs": len(runs), "queries": len(queries), "seconds_scores": round(t_scores, 1),
             "seconds_total": round(elapsed, 1), "python": platform.python_version(),
             "numpy": np.__version__}
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-    args.out.write_text(render(rows, meta))
+    args.json.write_text(json.dumps({"meta": meta, "rows": rows, "pair_designs": part3}, indent=1) + "\n")
+    args.out.write_text(render(rows, meta) + render_part3(part3, meta))
     print(f"wrote {args.out} and {args.json} in {elapsed:.0f} s", file=sys.stderr)
+
+
+PART3_FILES = ("fourprompts-llama3-70b", "fourprompts-flant5-large", "fourprompts-llama3-8b")
+PART3_MEASURE = ("precision", 10, 2)  # P(rel=2)@10: linear in the labels
+BUDGET_SHARES = (0.1, 0.25, 0.5, 1.0)
+
+
+def pair_designs(runs, queries, qrels, human_qrels, masks, sims, confidence, rng) -> list[dict]:
+    """Part 3: pairs drawn with known probabilities vs query-level PPI at the same number of labels."""
+    kind, k, rel = PART3_MEASURE
+    pairs, w = linear_weights(runs, queries, kind, k)
+    h = gains(human_qrels, pairs, kind, rel)
+    truth = w @ h
+    check = per_query_scores(runs, queries, {"human": human_qrels}, [f"P(rel={rel})@{k}"])["human"][f"P(rel={rel})@{k}"]
+    assert np.allclose(check.mean(1), truth), "linear weights disagree with the evaluator"
+    qidx = {q: i for i, q in enumerate(queries)}
+    pairs_per_query = np.bincount([qidx[q] for q, _ in pairs], minlength=len(queries))
+    weight_norm = np.sqrt((w ** 2).sum(0))
+    jury = {name: q for name, q in qrels.items() if name != "human"}
+    share_rel = np.mean([gains(q, pairs, kind, rel) for q in jury.values()], axis=0)
+    jury_sd = np.sqrt(share_rel * (1 - share_rel))  # spread of the jury's binary verdicts
+    out = []
+    for name in PART3_FILES:
+        llm = gains(qrels[name], pairs, kind, rel)
+        per_q_h = per_query_scores(runs, queries, {"h": human_qrels, "l": qrels[name]}, [f"P(rel={rel})@{k}"])
+        yq, fq = per_q_h["h"][f"P(rel={rel})@{k}"], per_q_h["l"][f"P(rel={rel})@{k}"]
+        for size, mask in masks.items():
+            q_res = query_ppi(yq[None], fq[None], mask[:, None, :], confidence=confidence)
+            q_width = float((q_res["ci_high"] - q_res["ci_low"]).mean())
+            q_cover = float(((q_res["ci_low"] <= truth) & (truth <= q_res["ci_high"])).mean())
+            labels = float((mask * pairs_per_query).sum(1).mean())  # human labels the query seed costs
+            row = {"labels_file": name, "k": size, "query_level_labels": labels, "query_level_width": q_width,
+                   "query_level_coverage": q_cover, "designs": []}
+            for design, sizes in (("uniform", np.ones(len(pairs))), ("weight", weight_norm),
+                                  ("weight x (0.05 + jury spread)", weight_norm * (0.05 + jury_sd)),
+                                  ("weight x (0.5 + jury spread)", weight_norm * (0.5 + jury_sd))):
+                for share in BUDGET_SHARES:
+                    pi = inclusion_probabilities(sizes, share * labels)
+                    drawn = rng.random((sims, len(pairs))) < pi
+                    for lam in (1.0, None):
+                        res = poisson_estimate(w, llm, h, drawn, pi, confidence, lam=lam)
+                        width = res["ci_high"] - res["ci_low"]
+                        row["designs"].append({
+                            "design": design, "lambda": "tuned" if lam is None else lam, "budget_share": share,
+                            "labels": float(drawn.sum(1).mean()),
+                            "coverage": float(((res["ci_low"] <= truth) & (truth <= res["ci_high"])).mean()),
+                            "width": float(width.mean()), "bias": float((res["estimate"] - truth).mean()),
+                            "tau": float(np.nanmean(kendall_rows(res["estimate"], truth))),
+                        })
+            out.append(row)
+            best = min((d for d in row["designs"] if d["budget_share"] == 1.0), key=lambda d: d["width"])
+            print(f"part3 {name} k={size}: query-level {labels:.0f} labels width {q_width:.3f}; best pair design "
+                  f"{best['design']} ({best['lambda']}) width {best['width']:.3f} cov {best['coverage']:.3f}",
+                  file=sys.stderr, flush=True)
+    return out
+
+
+def labels_for_width(designs: list[dict], target: float) -> float | None:
+    """Labels a design needs for a mean width of `target`: log-log interpolation between the
+    measured budgets (width ~ labels^-1/2 is what sampling theory expects between them)."""
+    pts = sorted((d["labels"], d["width"]) for d in designs)
+    for (b0, w0), (b1, w1) in zip(pts, pts[1:]):
+        if w1 <= target <= w0:
+            t = (math.log(target) - math.log(w0)) / (math.log(w1) - math.log(w0))
+            return math.exp(math.log(b0) + t * (math.log(b1) - math.log(b0)))
+    if pts and target >= pts[0][1]:
+        return None  # reached below the smallest budget measured
+    return float("inf")
+
+
+def render_part3(rows: list[dict], meta: dict) -> str:
+    kind, k, rel = PART3_MEASURE
+    lines = [
+        f"## Part 3: pairs drawn with known probabilities vs whole queries (P(rel={rel})@{k}, linear in the labels)",
+        "",
+        "Same truth (each run's full-human collection score), same confidence. The query-level",
+        "seed of k queries costs the human labels of every top-10 pool pair of those queries (the",
+        "**labels** column, mean over seed sets). Each pair design draws pairs of the top-10 pool",
+        "independently (Poisson sampling) with the expected budget shown, as a share of the",
+        "query-level labels: **uniform** (equal probabilities), **weight** (proportional to the",
+        "pair's weight over runs, sqrt(sum_r W[r,p]^2)) and **weight x (c + jury spread)** (that times",
+        "c + the spread sqrt(s(1 - s)) of the 7 published label files' binary verdicts on the pair, s",
+        "the share saying relevant: active statistical inference, people look where the jury",
+        "disagrees; c = 0.05 or 0.5, the floor for pairs the jury agrees on). Estimator: difference",
+        "(Horvitz-Thompson) estimator on residuals human - lambda * LLM, normal interval; lambda = 1 or",
+        "tuned on the sample. **same-width labels**: labels the design needs for the query-level",
+        "width, interpolated (log-log) between its measured budgets; **saving** = 1 - that /",
+        "query-level labels.",
+        "",
+        "| labels file | k | query-level: labels / width / cov | design | lambda | cov @0.1 / 0.25 / 1.0 | width @0.1 / 0.25 / 0.5 / 1.0 | tau @1.0 | same-width labels | saving |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        groups: dict[tuple, list] = {}
+        for d in row["designs"]:
+            groups.setdefault((d["design"], d["lambda"]), []).append(d)
+        for (design, lam), ds in groups.items():
+            full = next(d for d in ds if d["budget_share"] == 1.0)
+            covs = " / ".join(f"{d['coverage']:.3f}" for d in sorted(ds, key=lambda d: d["budget_share"])
+                              if d["budget_share"] in (0.1, 0.25, 1.0))
+            need = labels_for_width(ds, row["query_level_width"])
+            if need is None:
+                need_s, saving = f"< {min(d['labels'] for d in ds):.0f}", f"> {1 - min(d['labels'] for d in ds) / row['query_level_labels']:.0%}"
+            elif math.isinf(need):
+                need_s, saving = f"> {max(d['labels'] for d in ds):.0f}", "none"
+            else:
+                need_s, saving = f"{need:.0f}", f"{1 - need / row['query_level_labels']:.0%}"
+            widths = " / ".join(f"{d['width']:.3f}" for d in sorted(ds, key=lambda d: d["budget_share"]))
+            lines.append(
+                f"| {row['labels_file']} | {row['k']} | {row['query_level_labels']:.0f} / {row['query_level_width']:.3f} / "
+                f"{row['query_level_coverage']:.3f} | {design} | {lam} | {covs} | {widths} | "
+                f"{full['tau']:.3f} | {need_s} | {saving} |")
+    lines += ["", f"Part 3 took {meta['seconds_part3']} s.", ""]
+    return "\n".join(lines)
 
 
 def render(rows: list[dict], meta: dict) -> str:

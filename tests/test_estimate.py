@@ -338,3 +338,37 @@ def test_estimate_plan_json_gives_queries_and_pairs_needed_per_run(files, monkey
         assert 3 <= r["queries_needed"] <= 8 and r["pairs_needed"] == r["queries_needed"] * 6
     code, out, err = run_main(monkeypatch, capsys, *estimate_args(files, "--plan"))
     assert code == 2 and "--plan and --target-width go together" in err
+
+
+# --- part 3: pairs drawn with known probabilities -----------------------------------------------
+
+def test_pair_design_estimator_is_unbiased_and_covers_at_the_nominal_rate_in_simulation():
+    from judgeblender.evaluate.pair_design import inclusion_probabilities, poisson_estimate
+
+    rng = np.random.default_rng(8)
+    n_pairs, sims = 400, 4000
+    w = rng.random((3, n_pairs)) * (rng.random((3, n_pairs)) < 0.3)
+    w /= w.sum(1, keepdims=True)
+    llm = (rng.random(n_pairs) < 0.5).astype(float)
+    human = np.where(rng.random(n_pairs) < 0.8, llm, 1 - llm)  # the LLM is right 80% of the time
+    truth = w @ human
+    pi = inclusion_probabilities(np.sqrt((w ** 2).sum(0)) + 1e-3, 120)
+    assert pi.max() <= 1 and pi.sum() == pytest.approx(120)
+    drawn = rng.random((sims, n_pairs)) < pi
+    got = poisson_estimate(w, llm, human, drawn, pi, confidence=0.9, lam=1.0)
+    assert np.abs(got["estimate"].mean(0) - truth).max() < 0.004  # Horvitz-Thompson: unbiased
+    covered = (got["ci_low"] <= truth) & (truth <= got["ci_high"])
+    assert np.all((0.86 <= covered.mean(0)) & (covered.mean(0) <= 0.94))
+    # the variance estimate is unbiased too: its mean matches the spread of the estimates
+    assert np.allclose((got["se"] ** 2).mean(0), got["estimate"].var(0), rtol=0.1)
+
+
+def test_pair_weights_reproduce_the_evaluators_precision_per_run(files):
+    from judgeblender.evaluate.estimate import per_query_scores
+    from judgeblender.evaluate.pair_design import gains, linear_weights
+
+    runs = read_runs_dir(files / "runs")
+    human = human_labels()
+    pairs, w = linear_weights(runs, QUERIES, "precision", 3)
+    p_at_3 = per_query_scores(runs, QUERIES, {"h": human}, ["P(rel=2)@3"])["h"]["P(rel=2)@3"].mean(1)
+    assert np.allclose(w @ gains(human, pairs, "precision", 2), p_at_3)
