@@ -37,6 +37,7 @@ from judgeblender.pairs import read_qrels, read_runs_dir
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 SIZES = (5, 10, 20)
+MARKER = "<!-- end of the measured tables: bench/estimation.py keeps what follows -->"
 CHUNK = 50  # seed sets per block in the pairwise part: (50 x 666 x 43) arrays
 
 
@@ -154,7 +155,11 @@ def main() -> None:
             "numpy": np.__version__}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"meta": meta, "rows": rows, "pair_designs": part3}, indent=1) + "\n")
-    args.out.write_text(render(rows, meta) + render_part3(part3, meta))
+    # Text written by hand below the marker (the findings) survives a re-run; the tables are replaced.
+    tail = ""
+    if args.out.is_file() and MARKER in args.out.read_text():
+        tail = args.out.read_text().split(MARKER, 1)[1]
+    args.out.write_text(render(rows, meta) + render_part3(part3, meta) + MARKER + tail)
     print(f"wrote {args.out} and {args.json} in {elapsed:.0f} s", file=sys.stderr)
 
 
