@@ -234,6 +234,7 @@ def labels_for_width(designs: list[dict], target: float) -> float | None:
 def render_part3(rows: list[dict], meta: dict) -> str:
     kind, k, rel = PART3_MEASURE
     lines = [
+        "",
         f"## Part 3: pairs drawn with known probabilities vs whole queries (P(rel={rel})@{k}, linear in the labels)",
         "",
         "Same truth (each run's full-human collection score), same confidence. The query-level",
