@@ -372,3 +372,47 @@ def test_pair_weights_reproduce_the_evaluators_precision_per_run(files):
     pairs, w = linear_weights(runs, QUERIES, "precision", 3)
     p_at_3 = per_query_scores(runs, QUERIES, {"h": human}, ["P(rel=2)@3"])["h"]["P(rel=2)@3"].mean(1)
     assert np.allclose(w @ gains(human, pairs, "precision", 2), p_at_3)
+
+
+def test_a_seed_of_pairs_from_pool_sample_pairs_is_estimated_for_precision_and_refused_for_ndcg(files, monkeypatch,
+                                                                                               capsys):
+    code, out, err = run_main(monkeypatch, capsys, "pool", "--runs", files / "runs", "--depth", "3",
+                              "--out", files / "pool.tsv", "--sample-pairs", "12", "--sample-out",
+                              files / "seed.tsv", "--seed", "1", "--json")
+    assert code == 0, err
+    data = json.loads((files / "seed.design.json").read_text())
+    assert data["design"] == "pairs-poisson" and data["expected_pairs"] == pytest.approx(12)
+    drawn = [tuple(line.split("\t")) for line in (files / "seed.tsv").read_text().splitlines()]
+    assert [(p["query"], p["docid"]) for p in data["seed"]] == drawn
+    human = human_labels()
+    write_qrels(files / "seed.qrels", {q: {d: human[q][d] for qq, d in drawn if qq == q} for q in {q for q, _ in drawn}})
+    code, out, err = run_main(monkeypatch, capsys, *estimate_args(files, "-m", "P(rel=2)@3", "--json"))
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    runs = [r for r in rows if r["kind"] == "run"]
+    assert [r["run"] for r in runs] == ["A", "B", "C"]
+    assert all(r["ci_low"] <= r["estimate"] <= r["ci_high"] and r["n_seed"] == len(drawn) for r in runs)
+    assert "Horvitz-Thompson" in rows[-1]["estimator"]
+    code, out, err = run_main(monkeypatch, capsys, *estimate_args(files, "-m", "nDCG@3"))
+    assert code == 2 and "nDCG@3: a seed of pairs supports measures linear in the labels" in err
+
+
+def test_a_seed_of_every_pooled_pair_gives_the_exact_precision_with_no_width(files, monkeypatch, capsys):
+    # depth 3 pools at most 8 x 6 pairs: asking for all of them draws each with probability 1
+    run_main(monkeypatch, capsys, "pool", "--runs", files / "runs", "--depth", "3", "--out", files / "pool.tsv")
+    n_pool = len((files / "pool.tsv").read_text().splitlines())
+    code, out, err = run_main(monkeypatch, capsys, "pool", "--runs", files / "runs", "--depth", "3", "--out",
+                              files / "pool.tsv", "--sample-pairs", str(n_pool), "--sample-out", files / "seed.tsv")
+    assert code == 0, err
+    write_qrels(files / "seed.qrels", human_labels())
+    (files / "seed.qrels").write_text("".join(
+        line for line in (files / "seed.qrels").read_text().splitlines(keepends=True)
+        if tuple(line.split()[::2][:2]) in {tuple(x.split("\t")) for x in (files / "seed.tsv").read_text().splitlines()}))
+    code, out, err = run_main(monkeypatch, capsys, *estimate_args(files, "-m", "P(rel=2)@3", "--json"))
+    assert code == 0, err
+    from judgeblender.evaluate.estimate import per_query_scores
+
+    truth = per_query_scores(read_runs_dir(files / "runs"), QUERIES, {"h": human_labels()}, ["P(rel=2)@3"])["h"]
+    runs = [json.loads(line) for line in out.splitlines() if '"kind": "run"' in line]
+    assert [r["estimate"] for r in runs] == pytest.approx(truth["P(rel=2)@3"].mean(1).tolist())
+    assert all(r["ci_high"] - r["ci_low"] == pytest.approx(0) for r in runs)

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import InputError, JudgeblenderError
-from ..evaluate.estimate import TARGETS, design_path_for, estimate, plan, read_design
+from ..evaluate.estimate import TARGETS, PairDesign, design_path_for, estimate, estimate_pair_design, plan, read_design
 from ..pairs.qrels import read_qrels
 from ..pairs.runs import read_runs_dir
 from .console import console
@@ -64,6 +64,17 @@ def register(app: typer.Typer) -> None:
         llm_qrels = read_qrels(llm)
         human_qrels = read_qrels(human)
         runs = read_runs_dir(runs_dir)
+        if isinstance(the_design, PairDesign):
+            if do_plan or target != "collection":
+                raise JudgeblenderError("a seed of pairs (pairs-poisson design) supports neither --plan nor "
+                                        "--target superpopulation")
+            result = estimate_pair_design(llm_qrels, human_qrels, runs, measures or ["P(rel=2)@10"], the_design,
+                                          confidence=confidence, llm_path=llm, human_path=human,
+                                          design_path=design_file, pairs=not no_pairs)
+            method = dict(result.method)
+            method["design"] = str(design_file)
+            _output(result, method, as_json)
+            return
         if do_plan:
             rows = plan(llm_qrels, human_qrels, runs, measures or [DEFAULT_MEASURE], target_width=target_width,
                         confidence=confidence, llm_path=llm, human_path=human, design=the_design,
@@ -75,22 +86,27 @@ def register(app: typer.Typer) -> None:
                           design_path=design_file if the_design else None, pairs=not no_pairs)
         method = dict(result.method)
         method["design"] = str(design_file) if the_design else "none: the seed was checked to be whole queries"
-        if as_json:
-            for r in result.runs:
-                typer.echo(json.dumps({"kind": "run", **r.to_dict()}))
-            for p in result.pairs:
-                typer.echo(json.dumps({"kind": "pair", **p.to_dict()}))
-            typer.echo(json.dumps({"kind": "method", **method, "notes": result.notes}))
-            return
-        _print(result, method)
+        _output(result, method, as_json)
+
+
+def _output(result, method: dict, as_json: bool) -> None:
+    if as_json:
+        for r in result.runs:
+            typer.echo(json.dumps({"kind": "run", **r.to_dict()}))
+        for p in result.pairs:
+            typer.echo(json.dumps({"kind": "pair", **p.to_dict()}))
+        typer.echo(json.dumps({"kind": "method", **method, "notes": result.notes}))
+        return
+    _print(result, method)
 
 
 def _print(result, method: dict) -> None:
     conf = method["confidence"]
     for measure in dict.fromkeys(r.measure for r in result.runs):
         rows = sorted((r for r in result.runs if r.measure == measure), key=lambda r: -r.estimate)
-        table = Table(title=Text(f"{measure}: {conf:.0%} intervals, {method['seed_queries']} human seed queries of "
-                                 f"{method['queries']}"),
+        seed = (f"{method['seed_pairs']} human seed pairs over {method['seed_queries']} queries"
+                if "seed_pairs" in method else f"{method['seed_queries']} human seed queries")
+        table = Table(title=Text(f"{measure}: {conf:.0%} intervals, {seed} of {method['queries']}"),
                       caption=Text("x ± h: the interval [x - h, x + h]. PPI++: LLM labels on every query, corrected "
                                    "by the human seed. human-only: the seed alone. LLM-only: no correction (biased "
                                    "when the judge is). lambda: weight of the LLM scores (0: ignored). *: fails Cochran's "

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from ..errors import JudgeblenderError
 from ..pairs.corpus import read_corpus
-from ..pairs.design import design_path_for, draw_query_design, write_design, write_pair_design
+from ..pairs.design import design_path_for, draw_pair_design, draw_query_design, write_design, write_pair_design
 from ..pairs.pool import (
     _qid_key, check_runs_cover, default_bands, drop_duplicate_texts, exclude_judged, parse_bands, pool_runs,
     read_query_ids, run_contributions, stratified_sample, write_duplicates, write_pairs,
@@ -41,6 +41,8 @@ def register(app: typer.Typer) -> None:
         sample_out: Optional[Path] = typer.Option(None, "--sample-out", help="Where --sample writes its pairs TSV."),
         bands: Optional[str] = typer.Option(None, "--bands", help="Rank bands for --sample, e.g. 1-3,4-10 [default: 1-3, 4-10, 11-100, 101-depth, cut to depth]."),
         sample_queries: Optional[int] = typer.Option(None, "--sample-queries", help="Also draw this many whole queries at random (without replacement) for a human seed that `estimate` can use: every pooled pair of each is written to --sample-out, the design beside it."),
+        sample_pairs: Optional[float] = typer.Option(None, "--sample-pairs", help="Also draw pairs independently with known probabilities, this many expected (Poisson sampling), for a seed of pairs that `estimate` can use with P@k: written to --sample-out, the design beside it."),
+        pair_weights: str = typer.Option("runs", "--pair-weights", help="With --sample-pairs: 'runs' (probability proportional to sqrt(runs that have the pair in their top k)) or 'uniform'."),
         design_out: Optional[Path] = typer.Option(None, "--design-out", help="Where to write the seed's design (JSON) [default: beside --sample-out, STEM.design.json]."),
         seed: int = typer.Option(0, "--seed", help="Seed of the --sample / --sample-queries draw."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object instead of tables."),
@@ -48,10 +50,14 @@ def register(app: typer.Typer) -> None:
         """Pool the top k of every run; write the (query, document) pairs left to judge."""
         if drop_duplicates and corpus is None:
             raise JudgeblenderError("--drop-duplicates needs --corpus (the texts to compare)")
-        if sample is not None and sample_queries is not None:
-            raise JudgeblenderError("--sample (pairs) and --sample-queries (whole queries) are two designs: pick one")
-        if ((sample is None and sample_queries is None)) != (sample_out is None):
-            raise JudgeblenderError("--sample or --sample-queries and --sample-out go together")
+        designs = [o for o, v in (("--sample", sample), ("--sample-queries", sample_queries),
+                                  ("--sample-pairs", sample_pairs)) if v is not None]
+        if len(designs) > 1:
+            raise JudgeblenderError(f"{' and '.join(designs)} are different designs: pick one")
+        if bool(designs) != (sample_out is not None):
+            raise JudgeblenderError("--sample, --sample-queries or --sample-pairs and --sample-out go together")
+        if sample_pairs is not None and (exclude or drop_duplicates):
+            raise JudgeblenderError("--sample-pairs draws from the whole pool: leave out --exclude and --drop-duplicates")
         band_list = parse_bands(bands, depth) if bands else default_bands(depth)
         runs = read_runs_dir(runs_dir)
         queries = read_query_ids(queries_from) if queries_from else None
@@ -83,6 +89,13 @@ def register(app: typer.Typer) -> None:
             write_pairs(sample_out, drawn)
             design_file = design_out or design_path_for(sample_out)
             write_design(design_file, query_design)
+        elif sample_pairs is not None:
+            pair_design = draw_pair_design(holes, sample_pairs, depth, pair_weights, seed)
+            chosen = set(pair_design.seed)
+            drawn = [p for p in holes if (p.qid, p.docid) in chosen]
+            write_pairs(sample_out, drawn)
+            design_file = design_out or design_path_for(sample_out)
+            write_design(design_file, pair_design)
 
         summary = _summary(runs, depth, pooled, kept, holes, dupes, drawn, band_list)
         summary["without_text"] = no_text

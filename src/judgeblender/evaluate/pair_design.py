@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import JudgeblenderError
+from ..pairs.design import inclusion_probabilities  # noqa: F401  (re-exported)
 from ..pairs.qrels import Qrels
 from ..pairs.runs import Run
 
@@ -55,26 +56,6 @@ def gains(qrels: Qrels, pairs: Sequence[tuple[str, str]], kind: str, rel: int = 
     an unlabelled pair gains 0, as trec_eval counts it."""
     labels = np.array([qrels.get(q, {}).get(d, 0) for q, d in pairs], dtype=float)
     return (labels >= rel).astype(float) if kind == "precision" else np.maximum(labels, 0.0)
-
-
-def inclusion_probabilities(size: np.ndarray, budget: float) -> np.ndarray:
-    """pi proportional to `size` (>= 0), summing to `budget` expected labels, none above 1
-    (the pairs that would exceed 1 are taken for sure and the rest rescaled)."""
-    size = np.asarray(size, dtype=float)
-    if budget <= 0 or budget > len(size):
-        raise JudgeblenderError(f"the budget must be between 0 and the {len(size)} pairs, got {budget}")
-    size = np.where(size > 0, size, size[size > 0].min() * 1e-3 if np.any(size > 0) else 1.0)
-    pi = np.zeros_like(size)
-    certain = np.zeros(len(size), dtype=bool)
-    for _ in range(len(size)):
-        left = budget - certain.sum()
-        pi[~certain] = size[~certain] * left / size[~certain].sum()
-        pi[certain] = 1.0
-        over = (pi > 1) & ~certain
-        if not over.any():
-            break
-        certain |= over
-    return np.minimum(pi, 1.0)
 
 
 def poisson_estimate(w: np.ndarray, llm_gain: np.ndarray, human_gain: np.ndarray, sampled: np.ndarray,
@@ -111,7 +92,9 @@ def poisson_estimate(w: np.ndarray, llm_gain: np.ndarray, human_gain: np.ndarray
         var = (v * resid ** 2) @ (w ** 2).T
     se = np.sqrt(np.maximum(var, 0.0))
     z = stats.norm.ppf(0.5 + confidence / 2)
-    return {"estimate": est, "se": se, "ci_low": est - z * se, "ci_high": est + z * se, "lam": lam_v}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(se > 0, 2 * stats.norm.sf(np.abs(est) / se), np.where(est == 0, 1.0, 0.0))
+    return {"estimate": est, "se": se, "ci_low": est - z * se, "ci_high": est + z * se, "lam": lam_v, "p": p}
 
 
 def jury_spread(label_files: Mapping[str, Qrels], pairs: Sequence[tuple[str, str]]) -> np.ndarray:
