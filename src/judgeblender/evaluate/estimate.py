@@ -506,7 +506,7 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
     the same with lambda = 0. Differences between runs as for whole queries (Holm, Bonferroni)."""
     from scipy import stats
 
-    from .pair_design import gains, linear_weights, poisson_estimate
+    from .pair_design import MIN_INFORMATIVE, gains, linear_weights, poisson_estimate
 
     if not 0 < confidence < 1:
         raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
@@ -544,7 +544,7 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
                 llm_only=float(w[i] @ l), human_only=float(ho["estimate"][0, i]),
                 human_only_low=float(ho["ci_low"][0, i]), human_only_high=float(ho["ci_high"][0, i]),
                 n_seed=int(sampled.sum()), n_queries=n_queries, confidence=confidence, target="collection",
-                normal_ok=True))
+                normal_ok=bool(ppi["normal_ok"][0, i])))
         if pairs and len(run_names) > 1:
             a, b = np.triu_indices(len(run_names), 1)
             d = poisson_estimate(w[a] - w[b], l, h, sampled, pi, confidence, lam=1.0)
@@ -553,8 +553,9 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
             out_pairs.extend(PairEstimate(
                 name, run_names[i], run_names[j], float(d["estimate"][0, t]), float(d["ci_low"][0, t]),
                 float(d["ci_high"][0, t]), float(d["estimate"][0, t] - z_b * d["se"][0, t]),
-                float(d["estimate"][0, t] + z_b * d["se"][0, t]), float(d["p"][0, t]), float(p_holm[t]), True,
-                bool(p_holm[t] < alpha)) for t, (i, j) in enumerate(zip(a.tolist(), b.tolist())))
+                float(d["estimate"][0, t] + z_b * d["se"][0, t]), float(d["p"][0, t]), float(p_holm[t]),
+                bool(d["normal_ok"][0, t]), bool(p_holm[t] < alpha and d["normal_ok"][0, t]))
+                for t, (i, j) in enumerate(zip(a.tolist(), b.tolist())))
     n_pairs = len(run_names) * (len(run_names) - 1) // 2 if pairs else 0
     method = {
         "estimand": f"each run's mean score over the design's {n_queries} queries under human labels (a finite "
@@ -566,8 +567,9 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
         "seed_pairs": len(design.seed), "design_pairs": len(design.pairs),
         "human_only": "Horvitz-Thompson estimate from the drawn pairs alone (lambda = 0)",
         "pairwise": (f"differences a - b by the same estimator; {n_pairs} pairs; p-values adjusted by Holm's "
-                     f"step-down method (family-wise error {1 - confidence:.2g}); Bonferroni intervals hold for all "
-                     "pairs at once; not yet checked by simulation for pairs of runs"),
+                     f"step-down method (family-wise error {1 - confidence:.2g}); a pair is declared ordered only if "
+                     f"Holm rejects and at least {MIN_INFORMATIVE} drawn pairs carry a non-zero residual for it; "
+                     "Bonferroni intervals hold for all pairs at once"),
         "assumptions": [
             "the seed pairs were drawn independently with the design's probabilities (pool --sample-pairs)",
             "the LLM labels were not fitted to the seed (not checked)",
@@ -576,6 +578,10 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
         ],
     }
     notes = []
+    doubtful = sorted({r.run for r in out_runs if not r.normal_ok})
+    if doubtful:
+        notes.append(f"{len(doubtful)} run(s) have fewer than {MIN_INFORMATIVE} drawn pairs with a residual: their "
+                     f"interval is not to be trusted: {', '.join(doubtful[:8])}" + (" ..." if len(doubtful) > 8 else ""))
     if len(design.seed) < 150:
         notes.append(f"only {len(design.seed)} seed pairs: the normal approximation under-covered below about 150 "
                      "labels on DL19 (docs/estimation.md)")

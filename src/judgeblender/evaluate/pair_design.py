@@ -32,6 +32,12 @@ from ..pairs.qrels import Qrels
 from ..pairs.runs import Run
 
 
+# A difference or score is declared (or its interval trusted) only when at least this many drawn pairs
+# carry a non-zero residual term for it: with fewer the Horvitz-Thompson sum is far from normal
+# (DL19 simulation, docs/estimation.md: Holm's family-wise error up to 0.07 without it, 0.013 with it).
+MIN_INFORMATIVE = 5
+
+
 def linear_weights(runs: Sequence[Run], queries: Sequence[str], kind: str, k: int) -> tuple[list[tuple[str, str]],
                                                                                           np.ndarray]:
     """The pooled pairs (every run's top k on `queries`) and W (runs x pairs), so that W @ g(labels)
@@ -92,9 +98,15 @@ def poisson_estimate(w: np.ndarray, llm_gain: np.ndarray, human_gain: np.ndarray
         var = (v * resid ** 2) @ (w ** 2).T
     se = np.sqrt(np.maximum(var, 0.0))
     z = stats.norm.ppf(0.5 + confidence / 2)
+    # A zero variance estimate means no drawn pair showed a residual for that row: nothing is
+    # known about it, unless every pair it weighs was certain to be drawn (then it is exact).
+    exact = ~np.any((w != 0) & (pi < 1)[None, :], axis=1)  # (runs,)
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.where(se > 0, 2 * stats.norm.sf(np.abs(est) / se), np.where(est == 0, 1.0, 0.0))
-    return {"estimate": est, "se": se, "ci_low": est - z * se, "ci_high": est + z * se, "lam": lam_v, "p": p}
+        p = np.where(se > 0, 2 * stats.norm.sf(np.abs(est) / se), np.where(exact & (est != 0), 0.0, 1.0))
+    # drawn pairs whose residual term is not 0, per row: how many terms the normal approximation rests on
+    informative = (s * (h - (1.0 if lam is None else lam) * llm_gain != 0)) @ (w != 0).T.astype(float)
+    return {"estimate": est, "se": se, "ci_low": est - z * se, "ci_high": est + z * se, "lam": lam_v, "p": p,
+            "informative": informative, "normal_ok": (informative >= MIN_INFORMATIVE) | exact[None, :]}
 
 
 def jury_spread(label_files: Mapping[str, Qrels], pairs: Sequence[tuple[str, str]]) -> np.ndarray:
