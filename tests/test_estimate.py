@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from judgeblender.cli import main
-from judgeblender.errors import InputError, JudgeblenderError
+from judgeblender.errors import JudgeblenderError
 from judgeblender.evaluate.estimate import estimate, holm, query_ppi
 from judgeblender.pairs.design import Design, design_path_for, read_design, write_design
 from judgeblender.pairs.qrels import read_qrels, write_qrels
@@ -115,6 +115,18 @@ def test_collection_interval_is_the_difference_estimator_with_finite_population_
     assert float(got["estimate"]) == pytest.approx(est)
     assert float(got["ci_low"]) == pytest.approx(est - half)
     assert float(got["ci_high"]) == pytest.approx(est + half)
+
+
+def test_collection_point_estimate_is_ppi_pythons_with_the_whole_collection_as_unlabelled_set():
+    ppi_py = pytest.importorskip("ppi_py")
+    rng = np.random.default_rng(6)
+    y, f = random_population(rng, rows=3, big_n=30)
+    seeded = np.zeros(30, dtype=bool)
+    seeded[rng.choice(30, 9, replace=False)] = True
+    ours = query_ppi(y, f, seeded, target="collection")
+    for i in range(3):
+        theirs = ppi_py.ppi_mean_pointestimate(y[i][seeded], f[i][seeded], f[i], lam=float(ours["lam"][i]))
+        assert ours["estimate"][i] == pytest.approx(float(np.ravel(theirs)[0]), abs=1e-12)
 
 
 def test_collection_interval_covers_a_known_collection_mean_at_the_nominal_rate():

@@ -44,7 +44,6 @@ t/normal approximation of the mean holds, which is weakest for seeds under 10 qu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -534,20 +533,20 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
                              f"top {k}", f"{len(outside)} pairs without one (first: {outside[0][0]} {outside[0][1]})")
         pi = np.array([pi_of[pr] for pr in pair_list])
         sampled = np.array([[pr in drawn for pr in pair_list]])
-        l, h = gains(llm, pair_list, "precision", rel), gains(human, pair_list, "precision", rel)
-        ppi = poisson_estimate(w, l, h, sampled, pi, confidence, lam=1.0)
-        ho = poisson_estimate(w, l, h, sampled, pi, confidence, lam=0.0)
+        lg, hg = gains(llm, pair_list, "precision", rel), gains(human, pair_list, "precision", rel)
+        ppi = poisson_estimate(w, lg, hg, sampled, pi, confidence, lam=1.0)
+        ho = poisson_estimate(w, lg, hg, sampled, pi, confidence, lam=0.0)
         for i, run in enumerate(run_names):
             out_runs.append(RunEstimate(
                 run=run, measure=name, estimate=float(ppi["estimate"][0, i]), ci_low=float(ppi["ci_low"][0, i]),
                 ci_high=float(ppi["ci_high"][0, i]), se=float(ppi["se"][0, i]), lam=1.0,
-                llm_only=float(w[i] @ l), human_only=float(ho["estimate"][0, i]),
+                llm_only=float(w[i] @ lg), human_only=float(ho["estimate"][0, i]),
                 human_only_low=float(ho["ci_low"][0, i]), human_only_high=float(ho["ci_high"][0, i]),
                 n_seed=int(sampled.sum()), n_queries=n_queries, confidence=confidence, target="collection",
                 normal_ok=bool(ppi["normal_ok"][0, i])))
         if pairs and len(run_names) > 1:
             a, b = np.triu_indices(len(run_names), 1)
-            d = poisson_estimate(w[a] - w[b], l, h, sampled, pi, confidence, lam=1.0)
+            d = poisson_estimate(w[a] - w[b], lg, hg, sampled, pi, confidence, lam=1.0)
             z_b = stats.norm.ppf(1 - alpha / (2 * len(a)))
             p_holm = holm(d["p"][0])
             out_pairs.extend(PairEstimate(
