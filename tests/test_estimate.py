@@ -428,3 +428,19 @@ def test_a_seed_of_every_pooled_pair_gives_the_exact_precision_with_no_width(fil
     runs = [json.loads(line) for line in out.splitlines() if '"kind": "run"' in line]
     assert [r["estimate"] for r in runs] == pytest.approx(truth["P(rel=2)@3"].mean(1).tolist())
     assert all(r["ci_high"] - r["ci_low"] == pytest.approx(0) for r in runs)
+
+
+def test_the_superpopulation_target_without_ppi_python_names_the_extra_to_install(files, monkeypatch, capsys):
+    import importlib
+
+    real = importlib.import_module
+
+    def no_ppi(name, *args, **kwargs):
+        if name == "ppi_py":
+            raise ImportError("No module named 'ppi_py'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib, "import_module", no_ppi)
+    code, out, err = run_main(monkeypatch, capsys, *estimate_args(files, "--target", "superpopulation"))
+    assert code == 2
+    assert "pip install 'judgeblender[estimate]'" in err
