@@ -117,7 +117,9 @@ def query_ppi(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, *, target: str =
 
         crit = stats.t.ppf(0.5 + confidence / 2, df)
         with np.errstate(invalid="ignore", divide="ignore"):
-            p = np.where(se > 0, 2 * stats.t.sf(np.abs(est) / se, df), np.where(est == 0, 1.0, 0.0))
+            # se = 0 with part of the collection unseen: the seed showed no spread, which proves
+            # nothing (p = 1); with the whole collection seen the estimate is exact.
+            p = np.where(se > 0, 2 * stats.t.sf(np.abs(est) / se, df), np.where((n == big_n) & (est != 0), 0.0, 1.0))
     else:
         # ppi-python's ppi_mean_ci / ppi_mean_pval, written out to run on many rows at once
         # (tests check it equals ppi-python's own numbers).
