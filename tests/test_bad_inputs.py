@@ -17,9 +17,11 @@ import os
 import re
 import subprocess
 import sys
+import typing
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
 
 import pytest
 from openai_server import OpenAITestServer
@@ -295,6 +297,7 @@ FILL = ["fill", "--gold", "{gold.qrels}", "--llm", "{pred.qrels}"]
 REPORT = ["report", "--gold", "{gold.qrels}", "--pred", "{pred.qrels}", "--runs", "{tmp}/runs"]
 COMPARE = ["compare", "--qrels", "{gold.qrels}", "--runs", "{tmp}/runs"]
 DEMO = ["demo", "-j", "openai:test-model", "--no-progress"]
+EST = ["estimate", "--llm", "{pred.qrels}", "--human", "{gold.qrels}", "--runs", "{tmp}/runs"]
 
 OPTION_CASES: list[tuple[str, list[str], str]] = [
     # judge: outputs
@@ -367,6 +370,13 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     ("correlate-bootstrap-negative", [*CORR, "--bootstrap", "-1"], "--bootstrap: expected a number >= 0, got '-1'"),
     ("correlate-plot-is-a-directory", [*CORR, "--plot", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
     ("correlate-groups-is-a-directory", [*CORR, "--groups", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),
+    ("estimate-llm-missing", ["estimate", "--llm", "{tmp}/none.qrels", "--human", "{gold.qrels}", "--runs", "{tmp}/runs"],
+     "none.qrels: expected an existing file, got 'no such file'"),
+    ("estimate-runs-is-a-file", ["estimate", "--llm", "{pred.qrels}", "--human", "{gold.qrels}", "--runs", "{gold.qrels}"],
+     "gold.qrels: expected a directory of run files, got 'a file'"),
+    ("estimate-design-is-a-directory", [*EST, "--design", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),
+    ("estimate-confidence-nan", [*EST, "--confidence", "nan"], "--confidence: expected a finite number, got 'nan'"),
+    ("estimate-target-width-zero", [*EST, "--plan", "--target-width", "0"], "--target-width: expected a number > 0, got '0'"),
     ("compare-runs-missing", ["compare", "--qrels", "{gold.qrels}", "--runs", "{tmp}/none"], "none: expected a directory of run files, got 'no such file'"),
     ("compare-min-judged-out-of-range", [*COMPARE, "--min-judged", "1.5"], "--min-judged: expected a number in [0, 1], got '1.5'"),
     # pool, label, fill, report
@@ -506,13 +516,29 @@ def test_every_path_and_number_option_of_every_command_has_a_check():
         else:
             yield prefix.strip(), cmd
 
-    unchecked = []
+    def kinds(param) -> set:
+        """The Python types an option's annotation names (Path, int, float ...), through Optional and lists."""
+        descriptor = getattr(param, "type_descriptor", None)
+        annotation = getattr(descriptor, "annotation", None) if descriptor is not None else None
+        if annotation is None:  # typer on click: the click type's name
+            kind = getattr(getattr(param, "type", None), "name", "")
+            return {"path" if "path" in kind.lower() else kind}
+        found, todo = set(), [annotation]
+        while todo:
+            t = todo.pop()
+            args = typing.get_args(t)
+            todo.extend(args) if args else found.add(t)
+        return {"path" if t is Path else "integer" if t is int else "float" if t is float else str(t) for t in found}
+
+    unchecked, seen = [], 0
     for name, cmd in walk(typer.main.get_command(build_app()), ""):
         for param in cmd.params:
-            kind = getattr(getattr(param, "type", None), "name", "")
-            is_path = "path" in kind.lower() or param.name in ROLES.get(name, {})
+            kind = kinds(param)
+            seen += bool(kind & {"path", "integer", "float"})
+            is_path = "path" in kind or param.name in ROLES.get(name, {})
             if is_path and param.name not in ROLES.get(name, {}):
                 unchecked.append(f"{name} --{param.name}")
-            if kind in ("integer", "float") and param.name not in NUMBERS and param.name not in ("seed", "binary_threshold"):
+            if kind & {"integer", "float"} and param.name not in NUMBERS and param.name not in ("seed", "binary_threshold"):
                 unchecked.append(f"{name} --{param.name} ({kind})")
+    assert seen > 50  # the types were really read: the CLI has dozens of path and number options
     assert not unchecked

@@ -27,7 +27,10 @@ NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "outer_folds": (0, None, False, False), "exhaustive_max": (1, None, False, False),
     "time_limit": (0, None, True, False), "min_judged": (0, 1, False, False), "trim": (0, 0.5, False, True),
     "min_votes": (1, None, False, False), "budget": (0, None, False, False), "sample": (1, None, False, False),
-    "spread": (0, 4, False, False),
+    "spread": (0, 4, False, False), "min_choice_mass": (0, 1, False, False), "sample_queries": (1, None, False, False),
+    "sample_pairs": (0, None, True, False), "target_width": (0, None, True, False),
+    # score thresholds and bands: scales differ by scorer (cosine, 0-3, probabilities), so only finite
+    "threshold": (None, None, False, False), "band": (None, None, False, False),
 }
 
 INPUT, INPUTS, DIR, OUTPUT, STORE, STORE_READ, MODEL, MODELS, PROMPT, PROMPTS, PANEL, NAMED_INPUTS, JUDGE_MODELS = (
@@ -43,10 +46,11 @@ ROLES: dict[str, dict[str, str]] = {
     "agree": {"predictions": INPUTS, "gold": INPUT},
     "correlate": {"predictions": INPUTS, "gold": INPUT, "runs_dir": DIR, "groups_file": INPUT, "plot": OUTPUT},
     "pool": {"runs_dir": DIR, "out": OUTPUT, "exclude": INPUT, "queries_from": INPUT, "corpus": INPUT,
-             "duplicates_out": OUTPUT, "sample_out": OUTPUT},
+             "duplicates_out": OUTPUT, "sample_out": OUTPUT, "design_out": OUTPUT},
     "label": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "journal": OUTPUT},
     "calibrate": {"gold": INPUT, "details": INPUT, "labels": INPUTS, "panel": PANEL, "queries": INPUT,
-                  "corpus": INPUT, "runs": DIR, "out": OUTPUT, "judge_model": JUDGE_MODELS},
+                  "corpus": INPUT, "runs": DIR, "out": OUTPUT, "judge_model": JUDGE_MODELS,
+                  "store_path": STORE},
     "fill": {"gold": INPUT, "llm": INPUT, "out": OUTPUT, "provenance": OUTPUT, "pairs": INPUT},
     "report": {"gold": INPUT, "preds": INPUTS, "runs_dir": DIR, "out": OUTPUT, "groups": INPUT,
                "store": STORE_READ},
@@ -55,6 +59,7 @@ ROLES: dict[str, dict[str, str]] = {
     "cascade": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "seed_qrels": INPUT,
                 "models": MODELS, "prompt": PROMPT, "store_path": STORE, "details": OUTPUT},
     "demo": {"model": MODEL, "prompt": PROMPT, "store_path": STORE},
+    "estimate": {"llm": INPUT, "human": INPUT, "runs_dir": DIR, "design": INPUT},
     "prompts show": {"name": PROMPT},
     "prompts render": {"name": PROMPT},
     "store stats": {"store": STORE_READ},
@@ -70,12 +75,13 @@ def _many(value: Any) -> list:
 def check_arguments(command: str, args: dict[str, Any]) -> None:
     """Check a command's arguments (by parameter name) before it runs; raises InputError."""
     for name, value in args.items():
-        if name in NUMBERS and isinstance(value, (int, float)) and not isinstance(value, bool):
-            low, high, low_open, high_open = NUMBERS[name]
-            validate.number("--" + name.replace("_", "-"), value, low=low, high=high, low_open=low_open,
-                            high_open=high_open)
-        elif isinstance(value, float):
-            validate.number("--" + name.replace("_", "-"), value)
+        for one in (value if isinstance(value, tuple) else (value,)):  # a tuple: an option of several numbers
+            if name in NUMBERS and isinstance(one, (int, float)) and not isinstance(one, bool):
+                low, high, low_open, high_open = NUMBERS[name]
+                validate.number("--" + name.replace("_", "-"), one, low=low, high=high, low_open=low_open,
+                                high_open=high_open)
+            elif isinstance(one, float):
+                validate.number("--" + name.replace("_", "-"), one)
     roles = ROLES.get(command, {})
     inputs: list[Path] = []
     for name, role in roles.items():

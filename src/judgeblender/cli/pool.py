@@ -13,8 +13,9 @@ from rich.text import Text
 
 from ..errors import JudgeblenderError
 from ..pairs.corpus import read_corpus
+from ..pairs.design import design_path_for, draw_pair_design, draw_query_design, write_design, write_pair_design
 from ..pairs.pool import (
-    check_runs_cover, default_bands, drop_duplicate_texts, exclude_judged, parse_bands, pool_runs,
+    _qid_key, check_runs_cover, default_bands, drop_duplicate_texts, exclude_judged, parse_bands, pool_runs,
     read_query_ids, run_contributions, stratified_sample, write_duplicates, write_pairs,
 )
 from ..pairs.qrels import read_qrels
@@ -39,14 +40,24 @@ def register(app: typer.Typer) -> None:
         sample: Optional[int] = typer.Option(None, "--sample", help="Also draw this many pairs, stratified by query and rank band, for a human seed set."),
         sample_out: Optional[Path] = typer.Option(None, "--sample-out", help="Where --sample writes its pairs TSV."),
         bands: Optional[str] = typer.Option(None, "--bands", help="Rank bands for --sample, e.g. 1-3,4-10 [default: 1-3, 4-10, 11-100, 101-depth, cut to depth]."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the --sample draw."),
+        sample_queries: Optional[int] = typer.Option(None, "--sample-queries", help="Also draw this many whole queries at random (without replacement) for a human seed that `estimate` can use: every pooled pair of each is written to --sample-out, the design beside it."),
+        sample_pairs: Optional[float] = typer.Option(None, "--sample-pairs", help="Also draw pairs independently with known probabilities, this many expected (Poisson sampling), for a seed of pairs that `estimate` can use with P@k: written to --sample-out, the design beside it."),
+        pair_weights: str = typer.Option("runs", "--pair-weights", help="With --sample-pairs: 'runs' (probability proportional to sqrt(runs that have the pair in their top k)) or 'uniform'."),
+        design_out: Optional[Path] = typer.Option(None, "--design-out", help="Where to write the seed's design (JSON) [default: beside --sample-out, STEM.design.json]."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the --sample / --sample-queries draw."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON object instead of tables."),
     ) -> None:
         """Pool the top k of every run; write the (query, document) pairs left to judge."""
         if drop_duplicates and corpus is None:
             raise JudgeblenderError("--drop-duplicates needs --corpus (the texts to compare)")
-        if (sample is None) != (sample_out is None):
-            raise JudgeblenderError("--sample and --sample-out go together")
+        designs = [o for o, v in (("--sample", sample), ("--sample-queries", sample_queries),
+                                  ("--sample-pairs", sample_pairs)) if v is not None]
+        if len(designs) > 1:
+            raise JudgeblenderError(f"{' and '.join(designs)} are different designs: pick one")
+        if bool(designs) != (sample_out is not None):
+            raise JudgeblenderError("--sample, --sample-queries or --sample-pairs and --sample-out go together")
+        if sample_pairs is not None and (exclude or drop_duplicates):
+            raise JudgeblenderError("--sample-pairs draws from the whole pool: leave out --exclude and --drop-duplicates")
         band_list = parse_bands(bands, depth) if bands else default_bands(depth)
         runs = read_runs_dir(runs_dir)
         queries = read_query_ids(queries_from) if queries_from else None
@@ -64,8 +75,27 @@ def register(app: typer.Typer) -> None:
         if duplicates_out:
             write_duplicates(duplicates_out, dupes)
         drawn = stratified_sample(holes, sample, seed, band_list) if sample else []
+        design_file = None
         if sample:
             write_pairs(sample_out, drawn)
+            design_file = design_out or design_path_for(sample_out)
+            write_pair_design(design_file, holes, drawn, band_list, seed)
+        elif sample_queries is not None:
+            query_design = draw_query_design(sorted({p.qid for p in holes}, key=_qid_key), sample_queries, seed)
+            chosen = set(query_design.seed)
+            drawn = [p for p in holes if p.qid in chosen]
+            query_design.note = (f"every pooled pair (depth {depth}) of each seed query is in {sample_out}: label "
+                                 "them all, then `estimate --human SEED.qrels` finds this file beside it")
+            write_pairs(sample_out, drawn)
+            design_file = design_out or design_path_for(sample_out)
+            write_design(design_file, query_design)
+        elif sample_pairs is not None:
+            pair_design = draw_pair_design(holes, sample_pairs, depth, pair_weights, seed)
+            chosen = set(pair_design.seed)
+            drawn = [p for p in holes if (p.qid, p.docid) in chosen]
+            write_pairs(sample_out, drawn)
+            design_file = design_out or design_path_for(sample_out)
+            write_design(design_file, pair_design)
 
         summary = _summary(runs, depth, pooled, kept, holes, dupes, drawn, band_list)
         summary["without_text"] = no_text
@@ -75,7 +105,8 @@ def register(app: typer.Typer) -> None:
         else:
             _print_summary(summary, dupes)
         err_console.print(f"wrote {len(holes)} pairs to {out}"
-                          + (f", a sample of {len(drawn)} to {sample_out}" if sample else ""), markup=False)
+                          + (f", a sample of {len(drawn)} to {sample_out}" if sample_out else "")
+                          + (f", its design to {design_file}" if design_file else ""), markup=False)
 
 
 def _summary(runs, depth, pooled, kept, holes, dupes, drawn, bands) -> dict:
