@@ -336,3 +336,53 @@ def test_ray_local_starts_and_stops_its_own_runtime(tmp_path, tiny):
     assert proc.returncode == 0, proc.stderr
     assert "Ray: 1 worker of" in proc.stderr
     assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+
+
+# a handful of DL19-like pairs (TREC DL 2019 style questions, MS MARCO style passages)
+DL19_QUERIES = {
+    "1037798": "who is robert gray",
+    "1110199": "what is wifi vs bluetooth",
+    "1129237": "hydrogen is a liquid below what temperature",
+}
+DL19_PASSAGES = {
+    "p1": "Robert Gray (May 10, 1755 - 1806) was an American merchant sea-captain who is known for his "
+          "achievements in connection with two trading voyages to the northern Pacific coast of North America.",
+    "p2": "Gray is a surname of English and Scottish origin. People with the surname include athletes, "
+          "politicians and writers.",
+    "p3": "Wi-Fi and Bluetooth are both wireless technologies. Bluetooth connects devices over short distances "
+          "with low power; Wi-Fi provides network access at higher speeds over longer ranges.",
+    "p4": "The Bluetooth SIG was founded in 1998 by Ericsson, IBM, Intel, Nokia and Toshiba.",
+    "p5": "Hydrogen becomes a liquid when cooled below its boiling point of -252.87 degrees Celsius (20.28 K) "
+          "at atmospheric pressure.",
+    "p6": "Liquid water is densest at about 4 degrees Celsius.",
+}
+DL19_PAIRS = [("1037798", "p1"), ("1037798", "p2"), ("1110199", "p3"), ("1110199", "p4"), ("1129237", "p5"),
+              ("1129237", "p6")]
+
+
+@pytest.mark.model
+@pytest.mark.ray
+def test_embedded_model_same_output_with_and_without_ray(cluster, tmp_path):
+    """The embedded model (llama.cpp, 1 thread on both sides): local vs 2 Ray workers give
+    byte-identical qrels and details (but for the worker record), probabilities included: a
+    prompt's probabilities depend neither on the worker nor on what it evaluated before."""
+    (tmp_path / "q.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in DL19_QUERIES.items()))
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"docid": d, "text": t}) + "\n" for d, t in DL19_PASSAGES.items()))
+    (tmp_path / "p.tsv").write_text("".join(f"{q}\t{d}\n" for q, d in DL19_PAIRS))
+    model = os.environ.get("JUDGEBLENDER_RAY_TEST_MODEL", "llamacpp:gemma-270m")
+    base = ["judge", "-q", tmp_path / "q.tsv", "-c", tmp_path / "c.jsonl", "-p", tmp_path / "p.tsv", "-j", model,
+            "--mode", "logprobs", "--threads", "1", "--no-progress", "--json"]
+    # locally one model evaluates every prompt after its predecessor; under Ray each of the two
+    # workers sees only some of them, after other neighbours
+    cli(*base, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite", timeout=600)
+    run = cli(*base, "-o", tmp_path / "ray.qrels", "--store", tmp_path / "ray.sqlite", "--ray", cluster,
+              "--ray-workers", "2", timeout=600)
+    assert "Ray: 2 workers" in run.stderr
+    local_details = (tmp_path / "local.qrels.details.jsonl").read_text()
+    ray_details = (tmp_path / "ray.qrels.details.jsonl").read_text()
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+    assert strip_workers(ray_details) == local_details
+    assert all(json.loads(line)["judges"][next(iter(json.loads(line)["judges"]))].get("probs")
+               for line in local_details.splitlines())  # probabilities were compared, not only labels
+    pids = {w["pid"] for w in workers_of(ray_details)}
+    assert len(pids) == 2 and os.getpid() not in pids
