@@ -386,3 +386,45 @@ def test_embedded_model_same_output_with_and_without_ray(cluster, tmp_path):
                for line in local_details.splitlines())  # probabilities were compared, not only labels
     pids = {w["pid"] for w in workers_of(ray_details)}
     assert len(pids) == 2 and os.getpid() not in pids
+
+
+# thomas 3, multicriteria 1, sun-two-step 2 on every pair: a three-way tie; the tie-breaker (umbrela) answers 0
+PANEL_RULES = [{"contains": "Measure how well the content matches a likely intent", "output": "##final score: 0"},
+               {"contains": "A person typed this query", "output": "Final score: 3"},
+               {"contains": "Exactness: 1\nTopicality: 1", "output": "1"},
+               {"contains": "criterion", "output": "1"},
+               {"contains": "The passage below was found to be relevant", "output": "Grade: 2"},
+               {"contains": "Does the passage contain an answer", "output": "Yes"}]
+
+
+@pytest.mark.ray
+def test_a_panel_with_a_tiebreaker_same_output_with_and_without_ray(cluster, tmp_path, tiny):
+    """`judge --panel --ray`: three members of one model share its two workers (the model is
+    built once per worker, not per member); the tie-breaker, another model, gets workers of its
+    own; qrels and details are those of the local run."""
+    for name in ("members", "big"):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"name": name, "rules": PANEL_RULES}))
+    panel = tmp_path / "p.toml"
+    panel.write_text('[aggregator]\nmethod = "mv"\ntie = "avg"\n'
+                     + "".join(f'[[judges]]\nmodel = "scripted:{tmp_path}/members.json"\nprompt = "{p}"\n'
+                               for p in ("thomas", "multicriteria", "sun-two-step"))
+                     + f'[tiebreaker]\nmodel = "scripted:{tmp_path}/big.json"\nprompt = "umbrela"\nid = "big"\n'
+                     + 'spread = 4\n')
+    base = ["judge", "-q", tiny / "queries.tsv", "-c", tiny / "corpus.jsonl", "-p", tiny / "qrels.txt",
+            "--panel", panel, "--no-progress", "--json"]
+    local = json.loads(cli(*base, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite").stdout)
+    run = cli(*base, "-o", tmp_path / "ray.qrels", "--store", tmp_path / "ray.sqlite", "--ray", cluster,
+              "--ray-workers", "2")
+    remote = json.loads(run.stdout)
+    assert run.stderr.count("Ray: 2 workers of scripted:") == 2  # the members' model once, the tie-breaker's once
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+    assert {line.split()[3] for line in (tmp_path / "ray.qrels").read_text().splitlines()} == {"0"}
+    ray_details = (tmp_path / "ray.qrels.details.jsonl").read_text()
+    assert strip_workers(ray_details) == (tmp_path / "local.qrels.details.jsonl").read_text()
+    assert remote["panel"] == local["panel"] and remote["judges"][0]["calls_made"] == local["judges"][0]["calls_made"]
+    pids = {w["pid"] for w in workers_of(ray_details)}
+    assert len(pids) == 2 and os.getpid() not in pids
+    # every member's answers came from the same two workers
+    for line in ray_details.splitlines():
+        for j in json.loads(line)["judges"].values():
+            assert {w["pid"] for w in j["workers"]} <= pids
