@@ -428,3 +428,71 @@ def test_a_panel_with_a_tiebreaker_same_output_with_and_without_ray(cluster, tmp
     for line in ray_details.splitlines():
         for j in json.loads(line)["judges"].values():
             assert {w["pid"] for w in j["workers"]} <= pids
+
+
+@pytest.mark.ray
+def test_grade_with_a_jury_of_two_models_same_output_with_and_without_ray(cluster, tmp_path):
+    """`grade --ray`: each model gets its own workers (the cluster split between the two), the
+    graded items and the summary are those of the local run."""
+    def rubric(score, reason):
+        return json.dumps({"score": score, "reason": reason})
+
+    (tmp_path / "good.json").write_text(json.dumps({"name": "good", "default": rubric(0.5, "partly"), "rules": [
+        {"contains": "Paris", "output": rubric(1.0, "same city")}]}))
+    (tmp_path / "harsh.json").write_text(json.dumps({"name": "harsh", "default": rubric(0.0, "no"), "rules": [
+        {"contains": "Paris", "output": rubric(0.8, "right")}]}))
+    items = tmp_path / "items.jsonl"
+    items.write_text(
+        json.dumps({"id": "paris", "input": "What is the capital of France?", "output": "Paris.", "reference": "Paris"})
+        + "\n" + json.dumps({"id": "hamlet", "input": "Who wrote Hamlet?", "output": "Charles Dickens.",
+                             "reference": "William Shakespeare"}) + "\n")
+    base = ["grade", "--items", items, "-j", f"scripted:{tmp_path}/good.json", "-j", f"scripted:{tmp_path}/harsh.json",
+            "--no-progress", "--json"]
+    local = json.loads(cli(*base, "-o", tmp_path / "local.jsonl", "--store", tmp_path / "local.sqlite").stdout)
+    run = cli(*base, "-o", tmp_path / "ray.jsonl", "--store", tmp_path / "ray.sqlite", "--ray", cluster,
+              "--ray-workers", "2")
+    assert run.stderr.count("Ray: 2 workers of scripted:") == 2
+    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+    remote = json.loads(run.stdout)
+    for summary in (local, remote):
+        for m in summary["judges"]:
+            m.pop("seconds")
+        summary.pop("out")
+    assert remote == local
+    with sqlite3.connect(tmp_path / "ray.sqlite") as db:
+        workers = {json.loads(e)["worker"]["pid"] for (e,) in db.execute("SELECT extra FROM calls")}
+    assert len(workers) >= 2 and os.getpid() not in workers
+
+
+@pytest.mark.ray
+def test_cascade_llm_judges_on_ray_cheap_scorer_on_the_driver(cluster, tmp_path):
+    """`cascade --ray`: the doubtful pairs go to the LLM judge's Ray workers; the cheap scorer
+    (MiniLM) runs on the driver as without Ray; the labels are the local run's."""
+    queries = {"q1": "what do goldfish eat", "q2": "how tall is the eiffel tower"}
+    corpus = {"g1": "Goldfish eat flakes, pellets and peas.", "g2": "Goldfish live in ponds and bowls.",
+              "g3": "The goldfish is a freshwater fish.", "e1": "The Eiffel Tower is 330 metres tall.",
+              "e2": "The Eiffel Tower is in Paris.", "e3": "Paris is the capital of France."}
+    (tmp_path / "q.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"docid": d, "text": t}) + "\n" for d, t in corpus.items()))
+    (tmp_path / "p.tsv").write_text("".join(f"{'q1' if d[0] == 'g' else 'q2'}\t{d}\n" for d in corpus))
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(SCRIPT))
+    base = ["cascade", "-q", tmp_path / "q.tsv", "-c", tmp_path / "c.jsonl", "-p", tmp_path / "p.tsv",
+            "--cheap", "embed:default", "--threshold", "0.5", "-j", f"scripted:{model}", "--budget", "4",
+            "--no-progress", "--json"]
+    local = json.loads(cli(*base, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite").stdout)
+    run = cli(*base, "-o", tmp_path / "ray.qrels", "--store", tmp_path / "ray.sqlite", "--ray", cluster,
+              "--ray-workers", "2")
+    assert "Ray: 2 workers of scripted:" in run.stderr
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+    local_details = [json.loads(line) for line in (tmp_path / "local.qrels.details.jsonl").read_text().splitlines()]
+    ray_details = [json.loads(line) for line in (tmp_path / "ray.qrels.details.jsonl").read_text().splitlines()]
+    workers = [w for d in ray_details for j in d.get("llm", {}).values() for w in j.pop("workers", [])]
+    for d in local_details:
+        for j in d.get("llm", {}).values():
+            j.pop("workers", None)
+    assert ray_details == local_details
+    assert sum("llm" in d for d in ray_details) == 4 and workers
+    assert os.getpid() not in {w["pid"] for w in workers}
+    remote = json.loads(run.stdout)
+    assert remote["escalated"] == local["escalated"] == 4
