@@ -496,3 +496,75 @@ def test_cascade_llm_judges_on_ray_cheap_scorer_on_the_driver(cluster, tmp_path)
     assert os.getpid() not in {w["pid"] for w in workers}
     remote = json.loads(run.stdout)
     assert remote["escalated"] == local["escalated"] == 4
+
+
+@pytest.fixture
+def ray_client_head(tmp_path):
+    """A head started with `ray start` (its own session directory, 2 CPUs, a small object store,
+    no dashboard) with Ray's client server; stopped by its process group, never by `ray stop`
+    (which stops every Ray runtime of this user on the machine, other people's tests included)."""
+    pytest.importorskip("ray")
+    import shutil
+    import tempfile
+
+    ray_cli = Path(sys.executable).with_name("ray")
+    gcs_port, client_port = free_port(), free_port()
+    session = tempfile.mkdtemp(prefix="jbray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    env = environ(RAY_AUTH_MODE="token")  # the head's workers import this checkout's judgeblender
+    start = subprocess.Popen(
+        [str(ray_cli), "start", "--head", f"--port={gcs_port}", f"--ray-client-server-port={client_port}",
+         "--num-cpus=2", "--include-dashboard=false", f"--object-store-memory={200 * 1024**2}",
+         "--node-ip-address=127.0.0.1", f"--temp-dir={session}", "--disable-usage-stats"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    group = start.pid  # the head's daemons keep the process group of `ray start`
+    try:
+        out, _ = start.communicate(timeout=60)
+        assert start.returncode == 0, out
+        yield f"ray://127.0.0.1:{client_port}"
+    finally:
+        for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(group, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and _group_alive(group):
+                time.sleep(0.2)
+            if not _group_alive(group):
+                break
+        shutil.rmtree(session, ignore_errors=True)
+
+
+def _group_alive(group: int) -> bool:
+    """Is a live (not zombie) process left in this process group?"""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group and fields[0] != "Z":
+                return True
+    return False
+
+
+@pytest.mark.ray
+def test_judging_through_ray_client_on_a_head_started_with_ray_start(ray_client_head, tmp_path, tiny):
+    """`--ray ray://127.0.0.1:PORT`: a driver joins a separate head through Ray's client server;
+    the output is the local run's, answered by the head's workers."""
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(SCRIPT))
+    args = ["judge", "-q", tiny / "queries.tsv", "-c", tiny / "corpus.jsonl", "-p", tiny / "qrels.txt",
+            "-j", f"scripted:{model}", "--no-progress", "--json"]
+    cli(*args, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite")
+    started = time.monotonic()
+    run = cli(*args, "-o", tmp_path / "ray.qrels", "--store", tmp_path / "ray.sqlite", "--ray", ray_client_head,
+              "--ray-workers", "2", env={"RAY_AUTH_MODE": "token"}, timeout=120)
+    seconds = time.monotonic() - started
+    assert "Ray: 2 workers of" in run.stderr
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+    ray_details = (tmp_path / "ray.qrels.details.jsonl").read_text()
+    assert strip_workers(ray_details) == (tmp_path / "local.qrels.details.jsonl").read_text()
+    pids = {w["pid"] for w in workers_of(ray_details)}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert seconds < 60, seconds

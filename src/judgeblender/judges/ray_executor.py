@@ -103,7 +103,11 @@ def connect(address: str) -> bool:
     try:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     except (ConnectionError, TimeoutError, RuntimeError) as exc:
-        raise JudgeblenderError(f"could not join the Ray cluster at {address}: {exc}") from None
+        hint = ""
+        if not os.environ.get("RAY_AUTH_MODE"):  # Ray never turns token auth on for an explicit address
+            hint = ("; a cluster with token authentication (what `ray start` turns on by default) answers only a "
+                    "driver with RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN or ~/.ray/auth_token)")
+        raise JudgeblenderError(f"could not join the Ray cluster at {address}: {exc}{hint}") from None
     return False
 
 
