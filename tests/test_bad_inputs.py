@@ -401,6 +401,8 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     # prompts, store
     ("prompts-show-a-folder", ["prompts", "show", "{tmp}/adir"], "adir: expected an existing prompt template file (.toml), got 'a directory'"),
     ("prompts-render-a-folder", ["prompts", "render", "{tmp}/adir", "--query", "q", "--passage", "p"], "adir: expected an existing prompt template file (.toml)"),
+    ("store-merge-input-missing", ["store", "merge", "--out", "{tmp}/m.sqlite", "{tmp}/none.sqlite"],
+     "none.sqlite: expected an existing store, got 'no such file'"),
     ("store-stats-missing", ["store", "stats", "--store", "{tmp}/none.sqlite"], "none.sqlite: expected an existing store, got 'no such file'"),
     ("store-stats-foreign-sqlite", ["store", "stats", "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database"),
     ("store-export-not-sqlite", ["store", "export", "--store", "{notes.txt}", "-o", "{tmp}/e.jsonl"], "notes.txt: expected a judgeblender store (an SQLite file)"),

@@ -336,3 +336,235 @@ def test_ray_local_starts_and_stops_its_own_runtime(tmp_path, tiny):
     assert proc.returncode == 0, proc.stderr
     assert "Ray: 1 worker of" in proc.stderr
     assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+
+
+# a handful of DL19-like pairs (TREC DL 2019 style questions, MS MARCO style passages)
+DL19_QUERIES = {
+    "1037798": "who is robert gray",
+    "1110199": "what is wifi vs bluetooth",
+    "1129237": "hydrogen is a liquid below what temperature",
+}
+DL19_PASSAGES = {
+    "p1": "Robert Gray (May 10, 1755 - 1806) was an American merchant sea-captain who is known for his "
+          "achievements in connection with two trading voyages to the northern Pacific coast of North America.",
+    "p2": "Gray is a surname of English and Scottish origin. People with the surname include athletes, "
+          "politicians and writers.",
+    "p3": "Wi-Fi and Bluetooth are both wireless technologies. Bluetooth connects devices over short distances "
+          "with low power; Wi-Fi provides network access at higher speeds over longer ranges.",
+    "p4": "The Bluetooth SIG was founded in 1998 by Ericsson, IBM, Intel, Nokia and Toshiba.",
+    "p5": "Hydrogen becomes a liquid when cooled below its boiling point of -252.87 degrees Celsius (20.28 K) "
+          "at atmospheric pressure.",
+    "p6": "Liquid water is densest at about 4 degrees Celsius.",
+}
+DL19_PAIRS = [("1037798", "p1"), ("1037798", "p2"), ("1110199", "p3"), ("1110199", "p4"), ("1129237", "p5"),
+              ("1129237", "p6")]
+
+
+@pytest.mark.model
+@pytest.mark.ray
+def test_embedded_model_same_output_with_and_without_ray(cluster, tmp_path):
+    """The embedded model (llama.cpp, 1 thread on both sides): local vs 2 Ray workers give
+    byte-identical qrels and details (but for the worker record), probabilities included: a
+    prompt's probabilities depend neither on the worker nor on what it evaluated before."""
+    (tmp_path / "q.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in DL19_QUERIES.items()))
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"docid": d, "text": t}) + "\n" for d, t in DL19_PASSAGES.items()))
+    (tmp_path / "p.tsv").write_text("".join(f"{q}\t{d}\n" for q, d in DL19_PAIRS))
+    model = os.environ.get("JUDGEBLENDER_RAY_TEST_MODEL", "llamacpp:gemma-270m")
+    base = ["judge", "-q", tmp_path / "q.tsv", "-c", tmp_path / "c.jsonl", "-p", tmp_path / "p.tsv", "-j", model,
+            "--mode", "logprobs", "--threads", "1", "--no-progress", "--json"]
+    # locally one model evaluates every prompt after its predecessor; under Ray each of the two
+    # workers sees only some of them, after other neighbours
+    cli(*base, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite", timeout=600)
+    run = cli(*base, "-o", tmp_path / "ray.qrels", "--store", tmp_path / "ray.sqlite", "--ray", cluster,
+              "--ray-workers", "2", timeout=600)
+    assert "Ray: 2 workers" in run.stderr
+    local_details = (tmp_path / "local.qrels.details.jsonl").read_text()
+    ray_details = (tmp_path / "ray.qrels.details.jsonl").read_text()
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+    assert strip_workers(ray_details) == local_details
+    assert all(json.loads(line)["judges"][next(iter(json.loads(line)["judges"]))].get("probs")
+               for line in local_details.splitlines())  # probabilities were compared, not only labels
+    pids = {w["pid"] for w in workers_of(ray_details)}
+    assert len(pids) == 2 and os.getpid() not in pids
+
+
+# thomas 3, multicriteria 1, sun-two-step 2 on every pair: a three-way tie; the tie-breaker (umbrela) answers 0
+PANEL_RULES = [{"contains": "Measure how well the content matches a likely intent", "output": "##final score: 0"},
+               {"contains": "A person typed this query", "output": "Final score: 3"},
+               {"contains": "Exactness: 1\nTopicality: 1", "output": "1"},
+               {"contains": "criterion", "output": "1"},
+               {"contains": "The passage below was found to be relevant", "output": "Grade: 2"},
+               {"contains": "Does the passage contain an answer", "output": "Yes"}]
+
+
+@pytest.mark.ray
+def test_a_panel_with_a_tiebreaker_same_output_with_and_without_ray(cluster, tmp_path, tiny):
+    """`judge --panel --ray`: three members of one model share its two workers (the model is
+    built once per worker, not per member); the tie-breaker, another model, gets workers of its
+    own; qrels and details are those of the local run."""
+    for name in ("members", "big"):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"name": name, "rules": PANEL_RULES}))
+    panel = tmp_path / "p.toml"
+    panel.write_text('[aggregator]\nmethod = "mv"\ntie = "avg"\n'
+                     + "".join(f'[[judges]]\nmodel = "scripted:{tmp_path}/members.json"\nprompt = "{p}"\n'
+                               for p in ("thomas", "multicriteria", "sun-two-step"))
+                     + f'[tiebreaker]\nmodel = "scripted:{tmp_path}/big.json"\nprompt = "umbrela"\nid = "big"\n'
+                     + 'spread = 4\n')
+    base = ["judge", "-q", tiny / "queries.tsv", "-c", tiny / "corpus.jsonl", "-p", tiny / "qrels.txt",
+            "--panel", panel, "--no-progress", "--json"]
+    local = json.loads(cli(*base, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite").stdout)
+    run = cli(*base, "-o", tmp_path / "ray.qrels", "--store", tmp_path / "ray.sqlite", "--ray", cluster,
+              "--ray-workers", "2")
+    remote = json.loads(run.stdout)
+    assert run.stderr.count("Ray: 2 workers of scripted:") == 2  # the members' model once, the tie-breaker's once
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+    assert {line.split()[3] for line in (tmp_path / "ray.qrels").read_text().splitlines()} == {"0"}
+    ray_details = (tmp_path / "ray.qrels.details.jsonl").read_text()
+    assert strip_workers(ray_details) == (tmp_path / "local.qrels.details.jsonl").read_text()
+    assert remote["panel"] == local["panel"] and remote["judges"][0]["calls_made"] == local["judges"][0]["calls_made"]
+    pids = {w["pid"] for w in workers_of(ray_details)}
+    assert len(pids) == 2 and os.getpid() not in pids
+    # every member's answers came from the same two workers
+    for line in ray_details.splitlines():
+        for j in json.loads(line)["judges"].values():
+            assert {w["pid"] for w in j["workers"]} <= pids
+
+
+@pytest.mark.ray
+def test_grade_with_a_jury_of_two_models_same_output_with_and_without_ray(cluster, tmp_path):
+    """`grade --ray`: each model gets its own workers (the cluster split between the two), the
+    graded items and the summary are those of the local run."""
+    def rubric(score, reason):
+        return json.dumps({"score": score, "reason": reason})
+
+    (tmp_path / "good.json").write_text(json.dumps({"name": "good", "default": rubric(0.5, "partly"), "rules": [
+        {"contains": "Paris", "output": rubric(1.0, "same city")}]}))
+    (tmp_path / "harsh.json").write_text(json.dumps({"name": "harsh", "default": rubric(0.0, "no"), "rules": [
+        {"contains": "Paris", "output": rubric(0.8, "right")}]}))
+    items = tmp_path / "items.jsonl"
+    items.write_text(
+        json.dumps({"id": "paris", "input": "What is the capital of France?", "output": "Paris.", "reference": "Paris"})
+        + "\n" + json.dumps({"id": "hamlet", "input": "Who wrote Hamlet?", "output": "Charles Dickens.",
+                             "reference": "William Shakespeare"}) + "\n")
+    base = ["grade", "--items", items, "-j", f"scripted:{tmp_path}/good.json", "-j", f"scripted:{tmp_path}/harsh.json",
+            "--no-progress", "--json"]
+    local = json.loads(cli(*base, "-o", tmp_path / "local.jsonl", "--store", tmp_path / "local.sqlite").stdout)
+    run = cli(*base, "-o", tmp_path / "ray.jsonl", "--store", tmp_path / "ray.sqlite", "--ray", cluster,
+              "--ray-workers", "2")
+    assert run.stderr.count("Ray: 2 workers of scripted:") == 2
+    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+    remote = json.loads(run.stdout)
+    for summary in (local, remote):
+        for m in summary["judges"]:
+            m.pop("seconds")
+        summary.pop("out")
+    assert remote == local
+    with sqlite3.connect(tmp_path / "ray.sqlite") as db:
+        workers = {json.loads(e)["worker"]["pid"] for (e,) in db.execute("SELECT extra FROM calls")}
+    assert len(workers) >= 2 and os.getpid() not in workers
+
+
+@pytest.mark.ray
+def test_cascade_llm_judges_on_ray_cheap_scorer_on_the_driver(cluster, tmp_path):
+    """`cascade --ray`: the doubtful pairs go to the LLM judge's Ray workers; the cheap scorer
+    (MiniLM) runs on the driver as without Ray; the labels are the local run's."""
+    queries = {"q1": "what do goldfish eat", "q2": "how tall is the eiffel tower"}
+    corpus = {"g1": "Goldfish eat flakes, pellets and peas.", "g2": "Goldfish live in ponds and bowls.",
+              "g3": "The goldfish is a freshwater fish.", "e1": "The Eiffel Tower is 330 metres tall.",
+              "e2": "The Eiffel Tower is in Paris.", "e3": "Paris is the capital of France."}
+    (tmp_path / "q.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"docid": d, "text": t}) + "\n" for d, t in corpus.items()))
+    (tmp_path / "p.tsv").write_text("".join(f"{'q1' if d[0] == 'g' else 'q2'}\t{d}\n" for d in corpus))
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps({**SCRIPT, "default": "##final score: 0"}))  # every escalated pair gets an answer
+    base = ["cascade", "-q", tmp_path / "q.tsv", "-c", tmp_path / "c.jsonl", "-p", tmp_path / "p.tsv",
+            "--cheap", "embed:default", "--threshold", "0.5", "-j", f"scripted:{model}", "--budget", "4",
+            "--no-progress", "--json"]
+    local = json.loads(cli(*base, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite").stdout)
+    run = cli(*base, "-o", tmp_path / "ray.qrels", "--store", tmp_path / "ray.sqlite", "--ray", cluster,
+              "--ray-workers", "2")
+    assert "Ray: 2 workers of scripted:" in run.stderr
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+    local_details = [json.loads(line) for line in (tmp_path / "local.qrels.details.jsonl").read_text().splitlines()]
+    ray_details = [json.loads(line) for line in (tmp_path / "ray.qrels.details.jsonl").read_text().splitlines()]
+    workers = [w for d in ray_details for j in d.get("llm", {}).values() for w in j.pop("workers", [])]
+    for d in local_details:
+        for j in d.get("llm", {}).values():
+            j.pop("workers", None)
+    assert ray_details == local_details
+    assert sum("llm" in d for d in ray_details) == 4 and workers
+    assert os.getpid() not in {w["pid"] for w in workers}
+    remote = json.loads(run.stdout)
+    assert remote["escalated"] == local["escalated"] == 4
+
+
+@pytest.fixture
+def ray_client_head(tmp_path):
+    """A head started with `ray start` (its own session directory, 2 CPUs, a small object store,
+    no dashboard) with Ray's client server; stopped by its process group, never by `ray stop`
+    (which stops every Ray runtime of this user on the machine, other people's tests included)."""
+    pytest.importorskip("ray")
+    import shutil
+    import tempfile
+
+    ray_cli = Path(sys.executable).with_name("ray")
+    gcs_port, client_port = free_port(), free_port()
+    session = tempfile.mkdtemp(prefix="jbray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    env = environ(RAY_AUTH_MODE="token")  # the head's workers import this checkout's judgeblender
+    start = subprocess.Popen(
+        [str(ray_cli), "start", "--head", f"--port={gcs_port}", f"--ray-client-server-port={client_port}",
+         "--num-cpus=2", "--include-dashboard=false", f"--object-store-memory={200 * 1024**2}",
+         "--node-ip-address=127.0.0.1", f"--temp-dir={session}", "--disable-usage-stats"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    group = start.pid  # the head's daemons keep the process group of `ray start`
+    try:
+        out, _ = start.communicate(timeout=60)
+        assert start.returncode == 0, out
+        yield f"ray://127.0.0.1:{client_port}"
+    finally:
+        for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(group, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and _group_alive(group):
+                time.sleep(0.2)
+            if not _group_alive(group):
+                break
+        shutil.rmtree(session, ignore_errors=True)
+
+
+def _group_alive(group: int) -> bool:
+    """Is a live (not zombie) process left in this process group?"""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group and fields[0] != "Z":
+                return True
+    return False
+
+
+@pytest.mark.ray
+def test_judging_through_ray_client_on_a_head_started_with_ray_start(ray_client_head, tmp_path, tiny):
+    """`--ray ray://127.0.0.1:PORT`: a driver joins a separate head through Ray's client server;
+    the output is the local run's, answered by the head's workers."""
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(SCRIPT))
+    args = ["judge", "-q", tiny / "queries.tsv", "-c", tiny / "corpus.jsonl", "-p", tiny / "qrels.txt",
+            "-j", f"scripted:{model}", "--no-progress", "--json"]
+    cli(*args, "-o", tmp_path / "local.qrels", "--store", tmp_path / "local.sqlite")
+    started = time.monotonic()
+    run = cli(*args, "-o", tmp_path / "ray.qrels", "--store", tmp_path / "ray.sqlite", "--ray", ray_client_head,
+              "--ray-workers", "2", env={"RAY_AUTH_MODE": "token"}, timeout=120)
+    seconds = time.monotonic() - started
+    assert "Ray: 2 workers of" in run.stderr
+    assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
+    ray_details = (tmp_path / "ray.qrels.details.jsonl").read_text()
+    assert strip_workers(ray_details) == (tmp_path / "local.qrels.details.jsonl").read_text()
+    pids = {w["pid"] for w in workers_of(ray_details)}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert seconds < 60, seconds

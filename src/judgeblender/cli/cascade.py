@@ -19,8 +19,8 @@ from ..fileio import atomic_write_text
 from ..store import CallStore
 from .console import console, err_console
 from .judge import print_summary
-from .options import (ApiKeyEnv, BaseUrl, Concurrency, MinChoiceMass, Progress, Threads, Timeout, backend_options,
-                      fail_if_calls_failed)
+from .options import (ApiKeyEnv, BaseUrl, Concurrency, MinChoiceMass, Progress, RayAddress, RayWorkers, Threads,
+                      Timeout, backend_options, fail_if_calls_failed)
 from .progress import RichReporter
 
 
@@ -69,6 +69,8 @@ def register(app: typer.Typer) -> None:
         concurrency: Concurrency = None,
         timeout: Timeout = None,
         progress: Progress = True,
+        ray_address: RayAddress = None,
+        ray_workers: RayWorkers = None,
         json_summary: bool = typer.Option(False, "--json", help="Print the counts as JSON on stdout."),
     ) -> None:
         """Judge every pair with a cheap scorer and only the doubtful ones with LLM judges."""
@@ -85,14 +87,24 @@ def register(app: typer.Typer) -> None:
             scorer_opts["n_threads"] = threads
         cheap_judges = [build_judge(JudgeSpec(model=m, options=dict(scorer_opts))) for m in cheap]
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, None)
-        llm_judges = [build_judge(JudgeSpec(model=m, prompt=prompt, mode=mode, options=dict(opts),
-                                            id=f"{m}/{prompt}/{mode}", min_choice_mass=min_choice_mass))
-                      for m in models]
-        with CallStore(store_path) as store, RichReporter(progress) as reporter:
-            result = cascade(cheap_judges, llm_judges, pair_list, query_map, passages, store, policy, reporter,
-                             blend, skip_missing)
-        for j in llm_judges:
-            j.close()
+        llm_specs = [JudgeSpec(model=m, prompt=prompt, mode=mode, options=dict(opts), id=f"{m}/{prompt}/{mode}",
+                               min_choice_mass=min_choice_mass) for m in models]
+        make_judge = build_judge
+        if ray_address is not None:  # the LLM judges' calls on Ray; the cheap scorers stay here
+            from .ray_run import ray_done, ray_judges_cli
+
+            make_judge = ray_judges_cli(llm_specs, ray_address, ray_workers)
+        try:
+            llm_judges = [make_judge(s) for s in llm_specs]
+            with CallStore(store_path) as store, RichReporter(progress) as reporter:
+                result = cascade(cheap_judges, llm_judges, pair_list, query_map, passages, store, policy, reporter,
+                                 blend, skip_missing)
+            for j in llm_judges:
+                j.close()
+        finally:
+            if ray_address is not None:
+                make_judge.close()
+                ray_done()
         write_qrels(out, result.qrels())
         details_path = details or out.with_name(out.name + ".details.jsonl")
         lines = []

@@ -16,7 +16,6 @@ from typing import Any
 import typer
 
 from .. import validate
-from ..judges.panel_file import parse_judge_model
 
 # Numbers, by parameter name (the same meaning wherever they appear): (low, high, low_open, high_open).
 NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
@@ -65,6 +64,7 @@ ROLES: dict[str, dict[str, str]] = {
     "store stats": {"store": STORE_READ},
     "store export": {"store": STORE_READ, "out": OUTPUT},
     "store judgments": {"store": STORE_READ, "out": OUTPUT},
+    "store merge": {"inputs": STORE_READ, "out": OUTPUT},
 }
 
 
@@ -99,6 +99,8 @@ def check_arguments(command: str, args: dict[str, Any]) -> None:
             elif role in (MODEL, MODELS):
                 validate.model_string(str(value).partition("=")[2] if "=" in str(value) else str(value))
             elif role == JUDGE_MODELS:  # NAME=MODEL[/PROMPT[/MODE]]
+                from ..judges.panel_file import parse_judge_model  # only calibrate pays for the judges package
+
                 _, model, prompt, _ = parse_judge_model(str(value))
                 validate.model_string(model)
                 if prompt:

@@ -28,8 +28,8 @@ from ..jury.pooling import POOLING_METHODS, TIE_RULES
 from ..prompts import get_template
 from ..store import CallStore
 from .console import console, err_console
-from .options import (ApiKeyEnv, BaseUrl, Concurrency, Progress, Threads, Timeout, backend_options,
-                      fail_if_calls_failed)
+from .options import (ApiKeyEnv, BaseUrl, Concurrency, Progress, RayAddress, RayWorkers, Threads, Timeout,
+                      backend_options, fail_if_calls_failed)
 from .progress import RichReporter
 
 
@@ -77,6 +77,8 @@ def register(app: typer.Typer) -> None:
         concurrency: Concurrency = None,
         timeout: Timeout = None,
         progress: Progress = True,
+        ray_address: RayAddress = None,
+        ray_workers: RayWorkers = None,
         as_json: bool = typer.Option(False, "--json", help="Also print the summary as one JSON object on stdout."),
     ) -> None:
         """Grade items (e.g. LLM answers) with a jury: every --judge x every --prompt, pooled."""
@@ -98,11 +100,22 @@ def register(app: typer.Typer) -> None:
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, None)
         specs = [JudgeSpec(model=m, prompt=p, options=opts, invalid_policy=invalid_policy, seed=seed)
                  for m in models for p in prompts]
-        with CallStore(store_path) as store:
-            jury = Jury(specs, pooling=pooling, threshold=threshold, trim=trim, tie=tie, min_votes=min_votes,
-                        store=store)
-            with RichReporter(progress) as reporter:
-                run = asyncrun.run(jury.arun(items, reporter))
+        make_judge = None
+        if ray_address is not None:  # Ray is imported only here; one set of workers per model
+            from .ray_run import ray_done, ray_judges_cli
+
+            make_judge = ray_judges_cli(specs, ray_address, ray_workers)
+        try:
+            with CallStore(store_path) as store:
+                members = [make_judge(s) for s in specs] if make_judge else specs
+                jury = Jury(members, pooling=pooling, threshold=threshold, trim=trim, tie=tie, min_votes=min_votes,
+                            store=store)
+                with RichReporter(progress) as reporter:
+                    run = asyncrun.run(jury.arun(items, reporter))
+        finally:
+            if make_judge is not None:
+                make_judge.close()
+                ray_done()
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("w", encoding="utf-8") as f:
             for result in run.results:

@@ -10,7 +10,6 @@ import typer
 from rich.markup import escape
 
 from ..backends.batch import BatchRequests, use_batch_files
-from ..errors import JudgeblenderError
 from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..judges.injection import describe, flag_pairs
@@ -60,15 +59,28 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: li
                       corpus: dict[str, str], out: Path, details: Path | None, store_path: Path, options: dict,
                       mode: str, seed: int, allow_fallback: bool, invalid_policy: str, skip_missing: bool,
                       redact: bool, progress: bool, json_summary: bool, batch_read: Path | None,
-                      batch_write: Path | None, min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS) -> None:
-    """`judge --panel`: run the panel (judges/run_panel.py), write its files, print its summary."""
+                      batch_write: Path | None, min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS,
+                      ray_address: str | None = None, ray_workers: int | None = None) -> None:
+    """`judge --panel`: run the panel (judges/run_panel.py), write its files, print its summary.
+    With `ray_address`, the members' calls run on Ray workers (one set per distinct model)."""
     panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
                       invalid_policy=invalid_policy, min_choice_mass=min_choice_mass)
-    tiebreaker = load_tiebreaker(panel.source, mode, options, seed=seed,
-                                                                    min_choice_mass=min_choice_mass) if str(panel.source).endswith(".toml") else None
-    with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
-        result = run_panel(panel, pairs, queries, corpus, store, reporter, skip_missing, batch_read, batch_write,
-                           tiebreaker)
+    tiebreaker = (load_tiebreaker(panel.source, mode, options, seed=seed, min_choice_mass=min_choice_mass)
+                  if str(panel.source).endswith(".toml") else None)
+    make_judge = build_judge
+    if ray_address is not None:  # Ray is imported only here
+        from .ray_run import ray_done, ray_judges_cli
+
+        specs = [*panel.judges, *([tiebreaker[0]] if tiebreaker else [])]
+        make_judge = ray_judges_cli(specs, ray_address, ray_workers, batch_read or batch_write)
+    try:
+        with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
+            result = run_panel(panel, pairs, queries, corpus, store, reporter, skip_missing, batch_read, batch_write,
+                               tiebreaker, make_judge)
+    finally:
+        if ray_address is not None:
+            make_judge.close()
+            ray_done()
     write_batch_requests(result.batch_queue)
     n, details_path = write_panel_run(result, out, details)
     run = result.run
@@ -129,12 +141,10 @@ def register(app: typer.Typer) -> None:
             pair_list = pair_list[:limit]
         passages = read_corpus(corpus, wanted={p.docid for p in pair_list})
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
-        if panel and ray_address is not None:
-            raise JudgeblenderError("--ray runs one judge for now, not a --panel: run each member with --judge")
         if panel:
             _judge_with_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts,
                               mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
-                              json_summary, batch_read, batch_write, min_choice_mass)
+                              json_summary, batch_read, batch_write, min_choice_mass, ray_address, ray_workers)
             return
         spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=allow_fallback,
                          invalid_policy=invalid_policy, seed=seed, min_choice_mass=min_choice_mass)

@@ -19,12 +19,31 @@ def ray_judge_cli(spec, address: str, workers: int | None, batch: object = None)
     connect(address)
     atexit.register(ray_done)  # the runtime (if ours) and the workers go, whatever happens
     judge = ray_judge(spec, workers)
-    plan = judge.backend.plan
-    nodes = len({w["node"] for w in judge.backend.workers_info})
-    err_console.print(f"Ray: {plan.workers} worker{'s' if plan.workers != 1 else ''} of {spec.model} on {nodes} node(s), {plan.cpus:g} CPU "
-                      f"and {plan.gpus:g} GPU each, at most {judge.backend.max_concurrency} calls outstanding",
-                      highlight=False)
+    _say_started(spec.model, judge.backend)
     return judge
+
+
+def ray_judges_cli(specs, address: str, workers: int | None, batch: object = None):
+    """For the commands that run several judges (judge --panel, grade, cascade): a judge factory
+    (judges/ray_executor.py's RayJudges) whose LLM judges' calls run on Ray workers; call its
+    `close()` at the end."""
+    from ..judges.ray_executor import RayJudges, connect
+
+    if batch:
+        raise JudgeblenderError("--ray and --batch-read/--batch-write cannot be combined")
+    if workers is not None and workers < 1:
+        raise JudgeblenderError(f"--ray-workers must be at least 1, got {workers}")
+    connect(address)
+    atexit.register(ray_done)
+    return RayJudges(specs, workers, on_start=_say_started)
+
+
+def _say_started(model: str, backend) -> None:
+    plan = backend.plan
+    nodes = len({w["node"] for w in backend.workers_info})
+    err_console.print(f"Ray: {plan.workers} worker{'s' if plan.workers != 1 else ''} of {model} on {nodes} node(s), "
+                      f"{plan.cpus:g} CPU and {plan.gpus:g} GPU each, at most {backend.max_concurrency} calls "
+                      "outstanding", highlight=False, soft_wrap=True)
 
 
 def ray_done() -> None:

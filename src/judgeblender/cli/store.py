@@ -1,4 +1,4 @@
-"""`judgeblender store stats | export | judgments`: look inside a call store."""
+"""`judgeblender store stats | export | judgments | merge`: look inside call stores, merge them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..errors import JudgeblenderError
 from ..fileio import atomic_write_text
-from ..store import CallStore, export_jsonl
+from ..store import CallStore, export_jsonl, merge_stores
 from .console import console, err_console
 
 store_app = typer.Typer(help="Inspect and export the SQLite store of calls and judgments.", no_args_is_help=True)
@@ -58,6 +58,26 @@ def judgments(store: Path = STORE, out: Path = typer.Option(..., "--out", "-o"),
             entry["judges"][rec.pop("judge_id")] = {k: v for k, v in rec.items() if k not in ("qid", "docid")}
     atomic_write_text(out, "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in by_pair.values()))
     err_console.print(f"wrote {len(by_pair)} pairs to {out}")
+
+
+@store_app.command()
+def merge(inputs: list[Path] = typer.Argument(..., help="The stores to merge (e.g. one per shard), read-only."),
+          out: Path = typer.Option(..., "--out", "-o", help="The merged store (a new file, written atomically)."),
+          keep_first: bool = typer.Option(False, "--keep-first", help="Where two stores answer one key differently, keep the earlier input's answer (reported) instead of refusing."),
+          force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
+          as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON on stdout.")) -> None:
+    """Merge stores into one: each call once (same key, same answer), atomically."""
+    report = merge_stores(out, inputs, keep_first=keep_first, overwrite=force)
+    for conflict in report.conflicts:
+        err_console.print(f"kept the earlier answer: {conflict}", markup=False, soft_wrap=True)
+    if report.conflicts_total > len(report.conflicts):
+        err_console.print(f"... and {report.conflicts_total - len(report.conflicts)} more conflicts", markup=False)
+    err_console.print(
+        f"merged {len(report.inputs)} stores into {out}: {report.rows['calls']} calls ({report.read['calls']} read, "
+        f"{report.duplicates['calls']} in more than one store), {report.rows['judgments']} judgments, "
+        f"{report.rows['vectors']} vectors; {report.conflicts_total} conflicts", markup=False, soft_wrap=True)
+    if as_json:
+        console.print_json(json.dumps(report.summary()))
 
 
 def register(app: typer.Typer) -> None:

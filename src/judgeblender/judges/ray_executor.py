@@ -103,7 +103,11 @@ def connect(address: str) -> bool:
     try:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     except (ConnectionError, TimeoutError, RuntimeError) as exc:
-        raise JudgeblenderError(f"could not join the Ray cluster at {address}: {exc}") from None
+        hint = ""
+        if not os.environ.get("RAY_AUTH_MODE"):  # Ray never turns token auth on for an explicit address
+            hint = ("; a cluster with token authentication (what `ray start` turns on by default) answers only a "
+                    "driver with RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN or ~/.ray/auth_token)")
+        raise JudgeblenderError(f"could not join the Ray cluster at {address}: {exc}{hint}") from None
     return False
 
 
@@ -202,12 +206,21 @@ class RayBackend(Backend):
     """The driver's view of a judge's backend: identity and limits from the workers, calls sent
     to them. `max_concurrency` is the bound on calls outstanding (the engine's pool size)."""
 
-    def __init__(self, model: str, options: dict[str, Any], workers: int | None = None):
+    def __init__(self, model: str, options: dict[str, Any], workers: int | None = None, share: int = 1):
+        """`share`: how many models will hold workers at once (RayJudges): each plans with that
+        share of the cluster's CPUs and GPUs."""
         ray = import_ray()
         self._ray = ray
         backend_options = {k: v for k, v in options.items() if k not in RAY_OPTION_KEYS}
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
-        self.plan = plan_workers(model, options, workers, ray.cluster_resources(), nodes)
+        resources = {k: v / share for k, v in ray.cluster_resources().items()}
+        try:
+            self.plan = plan_workers(model, options, workers, resources, nodes)
+        except JudgeblenderError as exc:
+            if share == 1:
+                raise
+            raise JudgeblenderError(f"{exc}; {share} models hold Ray workers at once here, each planned on "
+                                    f"1/{share} of the cluster") from None
         backend_options["concurrency"] = self.plan.concurrency  # each worker's share of a served model's
         actor = ray.remote(JudgeWorker).options(
             num_cpus=self.plan.cpus, num_gpus=self.plan.gpus, max_restarts=MAX_RESTARTS,
@@ -296,3 +309,56 @@ def ray_judge(spec, workers: int | None = None):
     if spec.model.partition(":")[0] in PAIR_JUDGES:
         raise JudgeblenderError(f"--ray runs LLM judges; {spec.model} is an embedding scorer: run it without --ray")
     return Judge(spec, backend=RayBackend(spec.model, spec.options, workers))
+
+
+def _backend_key(spec) -> tuple[str, str]:
+    from ..calls import canonical_json
+
+    return spec.model, canonical_json(spec.options)
+
+
+class RayJudges:
+    """Builds the judges of a panel, a jury or a cascade with their calls on Ray: a drop-in for
+    `build_judge` (`run_panel(..., make_judge=RayJudges(...))`).
+
+    - Members with the same model and options (a prompt panel: one model, several prompts) share
+      one set of workers, so the model is loaded once per worker, not once per member.
+    - Distinct models each get their own workers, started as their first judge is built; each
+      plans with an even share of the cluster's CPUs and GPUs (`specs` names the judges that hold
+      workers at the same time, so the split is known before the first one starts). The engine
+      runs the members one after another, so the calls outstanding stay bounded by one model's
+      workers.
+    - Embedding scorers (`embed:`, `cross:`) are cheap and run on the driver, as without Ray.
+    """
+
+    def __init__(self, specs, workers: int | None = None, on_start=None):
+        """`on_start(model, backend)` is called each time a model's workers have started."""
+        from .factory import PAIR_JUDGES
+
+        self.workers = workers
+        self.on_start = on_start
+        self._pair_judges = PAIR_JUDGES
+        self._keys = {_backend_key(s) for s in specs if s.model.partition(":")[0] not in PAIR_JUDGES}
+        self.backends: dict[tuple[str, str], RayBackend] = {}
+
+    def __call__(self, spec):
+        from .factory import build_judge
+        from .judge import Judge
+
+        if spec.model.partition(":")[0] in self._pair_judges:
+            return build_judge(spec)
+        key = _backend_key(spec)
+        backend = self.backends.get(key)
+        if backend is None or not backend.actors:  # new, or closed by a judge that used it before
+            # the judges named up front hold workers together; one asked for later (a panel's
+            # tie-breaker, after its members closed) shares with whatever still holds workers
+            live = sum(1 for b in self.backends.values() if b.actors)
+            share = len(self._keys) if key in self._keys else live + 1
+            backend = self.backends[key] = RayBackend(spec.model, spec.options, self.workers, share=max(1, share))
+            if self.on_start is not None:
+                self.on_start(spec.model, backend)
+        return Judge(spec, backend=backend)
+
+    def close(self) -> None:
+        for backend in self.backends.values():
+            backend.close()

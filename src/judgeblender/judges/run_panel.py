@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from ..backends.batch import BatchRequests, use_batch_files
@@ -57,11 +58,13 @@ class PanelRun:
 def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: dict[str, str],
               store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
               batch_read: Path | None = None, batch_write: Path | None = None,
-              tiebreaker: tuple[JudgeSpec, int] | None = None) -> PanelRun:
+              tiebreaker: tuple[JudgeSpec, int] | None = None,
+              make_judge: Callable[[JudgeSpec], Any] = build_judge) -> PanelRun:
     """Judge `pairs` with every member of `panel` (calls cached in `store`), then blend; with a
     `tiebreaker` (spec, spread), that judge is called on the pairs where the members tie or
-    spread by `spread` or more, and only those (judges/tiebreak_run.py)."""
-    judges = [build_judge(spec) for spec in panel.judges]
+    spread by `spread` or more, and only those (judges/tiebreak_run.py). `make_judge` builds
+    each judge from its spec (judges/ray_executor.py's `RayJudges` runs their calls on Ray)."""
+    judges = [make_judge(spec) for spec in panel.judges]
     batch_queue = use_batch_files(judges, batch_read, batch_write)
     try:
         run = judge_pairs(judges, pairs, queries, corpus, store, reporter, skip_missing)
@@ -75,7 +78,7 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
     tiebreak = None
     if tiebreaker is not None:
         spec, spread = tiebreaker
-        judge = build_judge(spec)
+        judge = make_judge(spec)
         try:
             tiebreak, _ = run_tiebreaker(result, judge, queries, corpus, store, spread, reporter)
         finally:
