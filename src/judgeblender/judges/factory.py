@@ -14,6 +14,11 @@ PAIR_JUDGES: dict[str, str] = {
 }
 
 
+def is_scorer(model: str) -> bool:
+    """Whether a model string names a scorer judge (no prompt, no scoring mode)."""
+    return model.partition(":")[0] in PAIR_JUDGES
+
+
 def build_judge(spec: JudgeSpec) -> Judge | PairJudge:
     prefix = spec.model.partition(":")[0]
     if prefix in PAIR_JUDGES:
