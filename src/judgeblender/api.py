@@ -28,7 +28,7 @@ from .evaluate import AgreementReport, correlate as correlate_reports
 from .evaluate import agreement as agreement_report
 from .evaluate.leaderboard import DEFAULT_MEASURES
 from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, summary_rows
-from .judges.factory import is_scorer
+from .backends.registry import is_scorer
 from .judges.panel import Panel, ballots_from_run, get_panel
 
 JudgeLike = "str | JudgeSpec | Mapping[str, Any]"

@@ -38,7 +38,7 @@ class Judge:
             raise JudgeblenderError(f"unknown invalid-output policy {spec.invalid_policy!r}; use {INVALID_POLICIES}")
         self.spec = spec
         self.template = template or get_template(spec.prompt)
-        self.backend = backend or create_backend(spec.model, **spec.options)
+        self.backend = backend or create_backend(spec.model, spec.id or spec.model, **spec.options)
         self.id = spec.id or f"{spec.model}/{self.template.name}/{spec.mode}"
         self.mode: Mode = spec.mode
         self.fallback: str | None = None

@@ -132,8 +132,7 @@ class _TomlLines:
 
 def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
     """Read and check a panel file: unknown keys, prompts or model prefixes are errors naming it."""
-    from ..backends.registry import known_prefixes
-    from .factory import PAIR_JUDGES
+    from ..backends.registry import check_options, is_scorer, known_prefixes
 
     path = Path(path)
     try:
@@ -153,7 +152,7 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
     judges = data.get("judges")
     if not isinstance(judges, list) or not judges:
         raise InputError(path, None, "at least one [[judges]] table")
-    prefixes = set(known_prefixes()) | set(PAIR_JUDGES)
+    prefixes = set(known_prefixes())
     specs = []
     for n, j in enumerate(judges, start=1):
         where = f"judge {n}"
@@ -170,15 +169,20 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
             raise InputError(path, where_is.key("model", header),
                              f"{where}: a model string PREFIX:MODEL with PREFIX in {sorted(prefixes)}", str(model))
         prompt = j.get("prompt", "umbrela")
-        if not model.startswith(tuple(f"{p}:" for p in PAIR_JUDGES)):
+        if not is_scorer(model):
             try:
                 get_template(prompt)
             except TemplateError as exc:
                 raise InputError(path, where_is.key("prompt", header), f"{where}: a known prompt",
                                  f"{prompt} ({exc})") from None
-        specs.append(JudgeSpec(model=model, prompt=prompt, mode=j.get("mode", mode),
-                               options={**options, **j.get("options", {})}, weight=float(j.get("weight", 1.0)),
-                               id=j.get("id"), **spec_kw))
+        judge_options = {**options, **j.get("options", {})}
+        try:  # now, naming the line, not when the judge is built
+            check_options(model, judge_options, j.get("id") or model)
+        except JudgeblenderError as exc:
+            raise InputError(path, where_is.key("options", header), f"{where}: options its backend declares",
+                             str(exc)) from None
+        specs.append(JudgeSpec(model=model, prompt=prompt, mode=j.get("mode", mode), options=judge_options,
+                               weight=float(j.get("weight", 1.0)), id=j.get("id"), **spec_kw))
     _assign_ids(specs)
     agg = data.get("aggregator", {})
     bad = sorted(set(agg) - AGGREGATOR_KEYS)
