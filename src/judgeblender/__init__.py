@@ -26,7 +26,7 @@ _EXPORTS = {
     "calibrate": "api", "Calibrated": "api", "agreement": "api", "correlate": "api", "labels_frame": "api",
     "qrels": "api",
     "AgreementReport": "evaluate", "BallotTable": "blend", "Blender": "blend", "Panel": "judges.panel",
-    "Jury": "jury",
+    "Jury": "jury", "JudgeblenderError": "errors",
     "CallRequest": "calls", "CallResult": "calls", "Message": "calls",
     "create_backend": "backends.registry", "register": "backends.registry",
     "Judge": "judges", "JudgeRun": "judges", "JudgeSpec": "judges", "judge_pairs": "judges",
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .evaluate import AgreementReport
     from .judges.panel import Panel
     from .jury import Jury
+    from .errors import JudgeblenderError
     from .calls import CallRequest, CallResult, Message
     from .backends.registry import create_backend, register
     from .judges import Judge, JudgeRun, JudgeSpec, judge_pairs
