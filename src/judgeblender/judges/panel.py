@@ -212,7 +212,7 @@ def ballots_from_run(run: JudgeRun) -> BallotTable:
             j = run.judgments[jid][pair]
             probs = tuple(j.probs[str(k)] for k in range(4)) if j.probs and j.label is not None else None
             votes[jid] = Vote(j.label, probs)
-        rows.append(((pair.qid, pair.docid), votes))
+        rows.append((pair, votes))
     table = BallotTable.from_votes(rows, judges)
     invalid = {jid: sum(j.label is None for j in run.judgments[jid].values()) for jid in judges}
     return BallotTable(table.pairs, table.judges, table.labels, table.probs, invalid)
