@@ -144,6 +144,11 @@ def test_labels_are_read_from_frames_qrel_tuples_dicts_tuples_and_files(tmp_path
         assert jb.agreement(gold, pred).kappa == pytest.approx(BLEND_KAPPA), type(gold)
 
 
+def test_agreement_with_several_judges_labels_at_once_says_to_blend_first(run):
+    with pytest.raises(JudgeblenderError, match="pass a blend"):
+        jb.agreement(GOLD, run.labels)
+
+
 def test_a_wrong_shape_of_labels_is_an_error_that_says_what_is_wanted():
     with pytest.raises(JudgeblenderError, match="needs the columns"):
         jb.agreement(pd.DataFrame({"q": ["q1"], "d": ["d1"]}), GOLD)

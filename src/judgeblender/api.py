@@ -171,9 +171,9 @@ class Judged:
         """Per judge, its agreement with `gold` (one row per judge: n, kappa, kappa_binary, ...)."""
         import pandas as pd
 
-        rows = []
-        for jid in self.judges:
-            report = agreement(gold, self.labels.query("judge == @jid"), name=jid)
+        rows, labels = [], self.labels
+        for jid, mine in labels.groupby("judge", sort=False):
+            report = agreement(gold, mine, name=jid)
             rows.append({k: v for k, v in report.__dict__.items() if k not in ("confusion", "notes")})
         return pd.DataFrame(rows)
 
@@ -259,6 +259,9 @@ def agreement(gold: Any, pred: Any, *, name: str = "prediction", invalid: int | 
     """Agreement of `pred` with `gold` on the pairs both label: kappa, weighted kappas, alpha,
     accuracy, confusion. Invalid labels in `pred` are counted, not scored. Undefined statistics
     (constant labels, no shared pair) are NaN, with a note."""
+    if convert.is_frame(pred) and "judge" in pred.columns and pred["judge"].nunique() > 1:
+        raise JudgeblenderError("agreement compares one set of labels with gold; these are several judges': "
+                                "pass a blend (run.blend()), one judge's rows, or use run.agreement(gold)")
     count = convert.invalid_count(pred) if invalid is None else invalid
     return agreement_report(convert.qrels(gold, "gold"), convert.qrels(pred, name), name, count)
 
