@@ -120,7 +120,7 @@ def test_seed_qrels_must_label_some_judged_pair(tmp_path, data, shared):
     ({"thresholds": [0.2, 0.5]}, "3 cut points"),
     ({"threshold": 0.5, "thresholds": [0.1, 0.2, 0.3]}, "not threshold and thresholds"),
     ({"temperature": 0.0}, "unknown option"),
-    ({"fit": "ordinal"}, "fit must be one of"),
+    ({"fit": "ordinal"}, "option 'fit': Input should be 'graded' or 'binary'"),
 ])
 def test_bad_options_are_errors_that_name_them(options, message):
     with pytest.raises(JudgeblenderError, match=message):

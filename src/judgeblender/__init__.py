@@ -1,5 +1,10 @@
 """judgeblender: relevance judgments with juries of LLM judges, and how far to trust them.
 
+The notebook API (api.py) is exported here: `judge`, then `Judged.labels` / `.blend()`,
+`blend_labels`, `calibrate`, `agreement`, `correlate`, `panel`, `Jury`; labels go in as
+DataFrames, qrels dicts, ir_measures Qrel tuples or files (convert.py). No exported name equals a
+sub-package's or module's name: importing `judgeblender.blend` would replace a function `blend`.
+
 The flow reads off the sub-packages: pairs -> judges (backends, prompts) -> parse -> store
 -> blend -> evaluate. Under them, ground-floor modules that import nothing of the project but
 each other: calls (call types and keys), hashing, fileio (atomic writes), paths (caches) and
@@ -16,6 +21,12 @@ __version__ = "0.1.0"
 # The public names, each from its sub-package, imported on first use: `import judgeblender`
 # stays cheap for commands that need none of the judging machinery (asyncio, pydantic).
 _EXPORTS = {
+    # the notebook API (api.py): judge, blend, calibrate and measure with DataFrames
+    "judge": "api", "Judged": "api", "panel": "api", "ballots": "api", "blend_labels": "api",
+    "calibrate": "api", "Calibrated": "api", "agreement": "api", "correlate": "api", "labels_frame": "api",
+    "qrels": "api",
+    "AgreementReport": "evaluate", "BallotTable": "blend", "Blender": "blend", "Panel": "judges.panel",
+    "Jury": "jury", "JudgeblenderError": "errors",
     "CallRequest": "calls", "CallResult": "calls", "Message": "calls",
     "create_backend": "backends.registry", "register": "backends.registry",
     "Judge": "judges", "JudgeRun": "judges", "JudgeSpec": "judges", "judge_pairs": "judges",
@@ -28,6 +39,13 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from .api import (Calibrated, Judged, agreement, ballots, blend_labels, calibrate, correlate, judge,
+                      labels_frame, panel, qrels)
+    from .blend import BallotTable, Blender
+    from .evaluate import AgreementReport
+    from .judges.panel import Panel
+    from .jury import Jury
+    from .errors import JudgeblenderError
     from .calls import CallRequest, CallResult, Message
     from .backends.registry import create_backend, register
     from .judges import Judge, JudgeRun, JudgeSpec, judge_pairs

@@ -21,12 +21,15 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from ..errors import BackendError, JudgeblenderError, require
 from ..calls import CallRequest, CallResult, Message
 from ..hashing import sha256_file, sha256_text
+from pydantic import Field
+
 from .base import Backend, normalise_choice_probs
+from .registry import BackendOptions, Provider
 
 WHAT = "the hf: backend"
 
@@ -423,21 +426,19 @@ class HFBackend(Backend):
         self._decoded_vocab = None
 
 
-def create(
-    path_or_id: str,
-    n_threads: int | None = None,
-    device: str = "cpu",
-    dtype: Any = "auto",
-    revision: str | None = None,
-    gguf_file: str | None = None,
-    **ignored: Any,
-) -> HFBackend:
-    """Factory for `hf:MODEL_OR_PATH`; options meant for other backends are ignored."""
-    return HFBackend(
-        path_or_id,
-        n_threads=n_threads,
-        device=device,
-        dtype=dtype,
-        revision=revision,
-        gguf_file=gguf_file,
-    )
+class Options(BackendOptions):
+    """`hf:` options."""
+
+    n_threads: Optional[int] = Field(None, ge=1, description="torch CPU threads (process-wide)")
+    device: str = "cpu"
+    dtype: str = "auto"
+    revision: Optional[str] = None
+    gguf_file: Optional[str] = None
+
+
+def build(path_or_id: str, options: Options) -> HFBackend:
+    return HFBackend(path_or_id, **options.model_dump())
+
+
+PROVIDER = Provider("hf", Options, build)
+create = PROVIDER.create

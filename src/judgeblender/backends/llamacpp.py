@@ -41,15 +41,18 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Optional
 
 import numpy as np
 
 from ..errors import JudgeblenderError, require
 from ..calls import CallRequest, CallResult, Message
 from ..hashing import sha256_file
+from pydantic import Field
+
 from .base import Backend, normalise_choice_probs
 from .packaged_models import PACKAGED, ensure_model
+from .registry import BackendOptions, Provider
 
 DEFAULT_CTX = 4096
 # Every prompt is evaluated in blocks of this many tokens at fixed positions (0, 64, 128, ...),
@@ -299,20 +302,32 @@ def _choose_omp_wait_policy() -> str:
 _LOADED: dict[tuple, LlamaCppBackend] = {}
 
 
-def create(model: str, n_threads: int | None = None, n_ctx: int = DEFAULT_CTX, space_path: str = "separate",
-           block: int = BLOCK, **_: Any) -> LlamaCppBackend:
+class Options(BackendOptions):
+    """`llamacpp:` options."""
+
+    n_threads: Optional[int] = Field(None, ge=1, description="CPU threads (default: up to 8)")
+    n_ctx: int = Field(DEFAULT_CTX, ge=256, description="context window in tokens")
+    space_path: Literal["batched", "separate"] = "separate"
+    block: int = Field(BLOCK, ge=8, le=512, description="tokens per fixed evaluation block (see the module doc)")
+
+
+def build(model: str, options: Options) -> LlamaCppBackend:
     """`default` / `qwen2.5-coder-0.5b` / `gemma-270m` are the packaged models; else a GGUF path.
 
     One loaded model per process and settings: judges sharing a model share its memory.
     """
-    key = (model, n_threads, n_ctx, space_path, block)
+    key = (model, options)
     if key in _LOADED:
         return _LOADED[key]
+    settings = options.model_dump()
     if model in PACKAGED:
         packaged = PACKAGED[model]
-        backend = LlamaCppBackend(ensure_model(model), name=packaged.name, sha256=packaged.sha256,
-                                  n_threads=n_threads, n_ctx=n_ctx, space_path=space_path, block=block)
+        backend = LlamaCppBackend(ensure_model(model), name=packaged.name, sha256=packaged.sha256, **settings)
     else:
-        backend = LlamaCppBackend(model, n_threads=n_threads, n_ctx=n_ctx, space_path=space_path, block=block)
+        backend = LlamaCppBackend(model, **settings)
     _LOADED[key] = backend
     return backend
+
+
+PROVIDER = Provider("llamacpp", Options, build)
+create = PROVIDER.create

@@ -43,13 +43,16 @@ from collections import Counter
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import timezone
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar
 from urllib.parse import urlsplit
 
 from ..calls import CallRequest, CallResult
 from ..errors import BackendError
+from pydantic import Field
+
 from .base import Backend, LogprobsUnsupported
 from .openai_keys import DEFAULT_BASE_URL, NO_KEY_PLACEHOLDER, Secret, public_base_url, resolve_api_key
+from .registry import BackendOptions, Provider
 from .openai_wire import AnswerPrefixMode, Retryable, build_chat_body, decode_answer, parse_generate, parse_logprobs
 
 log = logging.getLogger(__name__)
@@ -491,40 +494,32 @@ def _server_message(exc: Any) -> str:
 # --------------------------------------------------------------------------------------
 # factory
 # --------------------------------------------------------------------------------------
-def create(
-    model: str,
-    base_url: str | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
-    api_key_file: str | os.PathLike[str] | None = None,
-    concurrency: int = 8,
-    timeout_s: float = 30.0,
-    max_retries: int = 5,
-    model_revision: str | None = None,
-    context_tokens: int | None = None,
-    top_logprobs: int = 20,
-    answer_prefix_mode: AnswerPrefixMode = "instruct",
-    max_tokens_param: str = "max_tokens",
-    backoff_base_s: float = 0.5,
-    backoff_max_s: float = 30.0,
-    max_retry_after_s: float = 120.0,
-    **ignored: Any,
-) -> OpenAICompatBackend:
+class Options(BackendOptions):
+    """`openai:` options (any OpenAI-compatible server)."""
+
+    base_url: Optional[str] = Field(None, description="server URL (else $OPENAI_BASE_URL, else OpenAI's)")
+    api_key_env: str = "OPENAI_API_KEY"
+    api_key_file: Optional[str] = None
+    concurrency: int = Field(8, ge=1, description="requests in flight")
+    timeout_s: float = Field(30.0, gt=0)
+    max_retries: int = Field(5, ge=0)
+    model_revision: Optional[str] = None
+    context_tokens: Optional[int] = Field(None, ge=1)
+    top_logprobs: int = Field(20, ge=1)
+    answer_prefix_mode: AnswerPrefixMode = "instruct"
+    max_tokens_param: str = "max_tokens"
+    backoff_base_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(30.0, ge=0)
+    max_retry_after_s: float = Field(120.0, ge=0)
+
+
+def build(model: str, options: Options) -> OpenAICompatBackend:
     """Build `openai:MODEL`. The base URL comes from `base_url`, else $OPENAI_BASE_URL, else OpenAI's."""
-    url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-    key = resolve_api_key(api_key_env, api_key_file, url)
-    return OpenAICompatBackend(
-        model,
-        base_url=url,
-        api_key=key,
-        concurrency=int(concurrency),
-        timeout_s=float(timeout_s),
-        max_retries=int(max_retries),
-        model_revision=model_revision,
-        context_tokens=int(context_tokens) if context_tokens is not None else None,
-        top_logprobs=int(top_logprobs),
-        answer_prefix_mode=answer_prefix_mode,
-        max_tokens_param=max_tokens_param,
-        backoff_base_s=float(backoff_base_s),
-        backoff_max_s=float(backoff_max_s),
-        max_retry_after_s=float(max_retry_after_s),
-    )
+    url = options.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    key = resolve_api_key(options.api_key_env, options.api_key_file, url)
+    return OpenAICompatBackend(model, base_url=url, api_key=key,
+                               **options.model_dump(exclude={"base_url", "api_key_env", "api_key_file"}))
+
+
+PROVIDER = Provider("openai", Options, build)
+create = PROVIDER.create

@@ -1,34 +1,101 @@
-"""Model strings, as in `llamacpp:default` or `openai:gpt-4o-mini`, resolved to backends.
+"""Model strings, as in `llamacpp:default`, `openai:gpt-4o-mini` or `embed:default`, resolved to
+what serves them: an LLM backend, or a scorer judge (embedding, cross-encoder) that labels pairs
+itself.
 
-Backends register a factory for their prefix; third-party packages can add more through
-the `judgeblender.backends` entry-point group, each entry naming such a factory.
+Each prefix has a Provider: its options, declared once as a pydantic model (as simonw/llm's
+`Options`), and how to build it. Unknown keys and bad values are errors naming the judge, with
+the nearest known key ("did you mean 'concurrency'?"). Third-party packages add prefixes through
+the `judgeblender.backends` entry-point group, each entry naming a Provider (or, as before, a
+plain factory `factory(model, **options)` whose options nobody checks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import JudgeblenderError
 from .base import Backend
 
 Factory = Callable[..., Backend]
 
-# prefix -> "module:function", imported only when used so optional extras stay optional.
+# Settings the command line hands to every judge of a panel (--threads, --base-url, --concurrency
+# ...): a provider that does not declare one ignores it. Any other unknown key is an error.
+COMMAND_WIDE = frozenset({"n_threads", "base_url", "api_key_env", "concurrency", "timeout_s", "context_tokens"})
+
+
+class BackendOptions(BaseModel):
+    """The base of every provider's options: unknown keys are refused, values are checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class Provider:
+    """What a model prefix names: its options, declared once, and how to build it. `backend`
+    builds an LLM backend from (the model after the prefix, the checked options); `judge` builds
+    a scorer judge from its JudgeSpec (it checks the spec's options with `check_options`)."""
+
+    prefix: str
+    options: type[BackendOptions] | None = None
+    backend: Callable[[str, Any], Backend] | None = None
+    judge: Callable[[Any], Any] | None = None
+
+    def check(self, options: Mapping[str, Any], owner: str) -> Any:
+        """The options as this provider's model; errors say which judge and which option."""
+        if self.options is None:
+            return dict(options)
+        fields = self.options.model_fields
+        given = {k: v for k, v in options.items() if k in fields or k not in COMMAND_WIDE}
+        for key in given:
+            if key not in fields:
+                near = difflib.get_close_matches(key, list(fields), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise JudgeblenderError(f"judge {owner}: unknown option {key!r}{hint}; "
+                                        f"{self.prefix}: takes {', '.join(sorted(fields)) or 'no options'}")
+        try:
+            return self.options(**given)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(map(str, err["loc"]))
+            raise JudgeblenderError(f"judge {owner}: option {key!r}: {err['msg']} (got {err.get('input')!r})") from None
+
+    def create(self, model: str, owner: str | None = None, **options: Any) -> Backend:
+        """Build the backend for `model` (the part after the prefix) from unchecked options."""
+        if self.backend is None:
+            raise JudgeblenderError(f"{self.prefix}:{model} is a scorer judge, not an LLM backend; "
+                                    "use it as a judge (judges.build_judge)")
+        checked = self.check(options, owner or f"{self.prefix}:{model}")
+        return self.backend(model, checked) if self.options is not None else self.backend(model, **checked)
+
+
+# prefix -> "module:attribute" of its Provider, imported only when used so optional extras stay
+# optional; scorer judges are registered here as LLM backends are.
 _BUILTIN: dict[str, str] = {
-    "llamacpp": "judgeblender.backends.llamacpp:create",
-    "openai": "judgeblender.backends.openai_compat:create",
-    "hf": "judgeblender.backends.hf:create",
-    "scripted": "judgeblender.backends.scripted:create",
+    "llamacpp": "judgeblender.backends.llamacpp:PROVIDER",
+    "openai": "judgeblender.backends.openai_compat:PROVIDER",
+    "hf": "judgeblender.backends.hf:PROVIDER",
+    "scripted": "judgeblender.backends.scripted:PROVIDER",
+    "embed": "judgeblender.judges.embedding:EMBED",
+    "cross": "judgeblender.judges.embedding:CROSS",
 }
-_REGISTERED: dict[str, Factory] = {}
+BUILTIN_SCORERS = ("embed", "cross")
+_REGISTERED: dict[str, Provider] = {}
 
 
-def register(prefix: str, factory: Factory) -> None:
-    """Add a backend (tests use this for in-memory scripted models)."""
-    _REGISTERED[prefix] = factory
+def _as_provider(prefix: str, found: Provider | Factory) -> Provider:
+    return found if isinstance(found, Provider) else Provider(prefix, backend=found)
+
+
+def register(prefix: str, factory: Provider | Factory) -> None:
+    """Add a prefix: a Provider, or a plain factory(model, **options) (tests' in-memory models)."""
+    _REGISTERED[prefix] = _as_provider(prefix, factory)
 
 
 def unregister(prefix: str) -> None:
@@ -49,19 +116,35 @@ def split_model_string(model: str) -> tuple[str, str]:
     return prefix, rest
 
 
-def _factory(prefix: str) -> Factory:
+def provider(prefix: str) -> Provider:
     if prefix in _REGISTERED:
         return _REGISTERED[prefix]
     if prefix in _BUILTIN:
-        module, func = _BUILTIN[prefix].split(":")
-        return getattr(import_module(module), func)
+        module, attr = _BUILTIN[prefix].split(":")
+        return getattr(import_module(module), attr)
     for ep in entry_points(group="judgeblender.backends"):
         if ep.name == prefix:
-            return ep.load()
+            return _as_provider(prefix, ep.load())
     raise JudgeblenderError(f"unknown model prefix {prefix!r}; known: {', '.join(known_prefixes())}")
 
 
-def create_backend(model: str, **options: Any) -> Backend:
-    """Build the backend for a model string. Options not meant for it are ignored by it."""
+def is_scorer(model: str) -> bool:
+    """Whether a model string names a scorer judge (no prompt, no scoring mode)."""
+    prefix = model.partition(":")[0]
+    if prefix in BUILTIN_SCORERS and prefix not in _REGISTERED:
+        return True  # without importing torch's side of the package
+    if prefix not in _REGISTERED and prefix not in {ep.name for ep in entry_points(group="judgeblender.backends")}:
+        return False
+    return provider(prefix).judge is not None
+
+
+def check_options(model: str, options: Mapping[str, Any], owner: str | None = None) -> Any:
+    """Check a judge's options against its provider's declaration, without building anything."""
+    prefix, _ = split_model_string(model)
+    return provider(prefix).check(options, owner or model)
+
+
+def create_backend(model: str, owner: str | None = None, **options: Any) -> Backend:
+    """Build the backend for a model string; `owner` names the judge in option errors."""
     prefix, rest = split_model_string(model)
-    return _factory(prefix)(rest, **options)
+    return provider(prefix).create(rest, owner, **options)

@@ -13,11 +13,14 @@ import json
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from ..errors import BackendError, InputError
 from ..calls import CallRequest, CallResult
+from pydantic import Field
+
 from .base import Backend, LogprobsUnsupported, normalise_choice_probs
+from .registry import BackendOptions, Provider
 
 
 class ScriptedBackend(Backend):
@@ -88,17 +91,24 @@ def _log(p: float) -> float:
     return math.log(p) if p > 0 else float("-inf")
 
 
-def create(path: str, **options: Any) -> ScriptedBackend:
+class Options(BackendOptions):
+    """`scripted:` options; they override the JSON file's."""
+
+    concurrency: int = Field(1, ge=1)
+    delay_s: Optional[float] = Field(None, ge=0)
+
+
+def build(path: str, options: Options) -> ScriptedBackend:
     try:
         spec = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(path, None, "a scripted-model JSON file", "no such file") from None
     except json.JSONDecodeError as exc:
         raise InputError(path, exc.lineno, "valid JSON", exc.msg) from None
-    return ScriptedBackend(
-        rules=spec.get("rules"),
-        default=spec.get("default"),
-        logprobs=spec.get("logprobs", True),
-        name=spec.get("name", Path(path).stem),
-        delay_s=float(spec.get("delay_s", 0.0)),
-    )
+    delay = options.delay_s if options.delay_s is not None else float(spec.get("delay_s", 0.0))
+    return ScriptedBackend(rules=spec.get("rules"), default=spec.get("default"), logprobs=spec.get("logprobs", True),
+                           name=spec.get("name", Path(path).stem), delay_s=delay, concurrency=options.concurrency)
+
+
+PROVIDER = Provider("scripted", Options, build)
+create = PROVIDER.create

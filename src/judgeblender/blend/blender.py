@@ -28,6 +28,10 @@ class BlendResult:
     def labels(self) -> list[int | None]:
         return [d.label for d in self.decisions]
 
+    def by_pair(self) -> dict:
+        """pair -> label (None where unjudged), in the table's order: the project's one currency."""
+        return dict(zip(self.table.pairs, self.labels))
+
     def qrels(self) -> dict[str, dict[str, int]]:
         """The judged pairs as {qid: {docid: label}}; unjudged pairs are left out."""
         out: dict[str, dict[str, int]] = {}

@@ -16,7 +16,7 @@ LABELS: tuple[int, ...] = (0, 1, 2, 3)
 N_LABELS = len(LABELS)
 ABSTAIN = -1  # the cell value of an abstention in BallotTable.labels
 
-Pair = tuple[str, str]  # (query id, document id)
+Pair = tuple[str, str]  # (query id, document id): pairs.Pair, a named tuple, is one
 
 
 @dataclass(frozen=True)

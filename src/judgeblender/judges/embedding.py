@@ -28,10 +28,13 @@ from abc import ABC, abstractmethod
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Optional
 
 import numpy as np
 
+from pydantic import Field
+
+from ..backends.registry import BackendOptions, Provider, check_options
 from ..errors import JudgeblenderError, require
 from ..hashing import sha256_file, sha256_text
 from ..pairs import Pair
@@ -41,15 +44,11 @@ from ..store.embeddings import get_vectors, put_vectors
 from .engine import JudgeStats, Reporter, SilentReporter
 from .judge import JudgeSpec
 from .judgment import Judgment, StepOutcome
-from .thresholds import TARGETS, Cuts, fit_cuts
+from .thresholds import Cuts, fit_cuts
 
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_BATCH = 64
 BLOCK = 256  # texts (or pairs) per model call: the progress bar moves once per block
-OPTIONS = {"threshold", "thresholds", "seed_qrels", "fit", "batch_size", "n_threads"}
-# Served-model settings the CLI hands to every judge of a panel; a local scorer has no use for them.
-NOT_APPLICABLE = {"base_url", "api_key_env", "concurrency", "timeout_s", "context_tokens"}
-
 _LOADED: dict[tuple[str, str], Any] = {}  # (kind, folder) -> model, loaded once per process
 Item = tuple[Pair, dict[str, str]]  # the engine's items: a pair and its fields (query, passage)
 
@@ -120,28 +119,31 @@ def cuts_from_options(model: str, options: dict[str, Any]) -> Cuts | None:
     return Cuts.binary(threshold)
 
 
+class Options(BackendOptions):
+    """`embed:` and `cross:` options (see the module docstring)."""
+
+    threshold: Optional[float] = None
+    thresholds: Optional[list[float]] = None
+    seed_qrels: Optional[str] = None
+    fit: Literal["graded", "binary"] = "graded"
+    batch_size: int = Field(DEFAULT_BATCH, ge=1)
+    n_threads: Optional[int] = Field(None, ge=1)
+
+
 class ScorerJudge(ABC):
     """Shared by both scorers: options, store cache, labels, stats. Subclasses score."""
 
     kind = "scorer"
 
     def __init__(self, spec: JudgeSpec):
-        opts = dict(spec.options)
-        unknown = set(opts) - OPTIONS - NOT_APPLICABLE
-        if unknown:
-            raise JudgeblenderError(f"{spec.model}: unknown option(s) {sorted(unknown)}; "
-                                    f"a scorer judge takes {sorted(OPTIONS)}")
         self.spec = spec
         self.id = spec.id or spec.model
-        self.cuts = cuts_from_options(spec.model, opts)
-        self.fit = opts.get("fit", "graded")
-        if self.fit not in TARGETS:
-            raise JudgeblenderError(f"{spec.model}: fit must be one of {TARGETS}, got {self.fit!r}")
-        self.seed_qrels = opts.get("seed_qrels")
-        self.batch_size = opts.get("batch_size", DEFAULT_BATCH)
-        if not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise JudgeblenderError(f"{spec.model}: batch_size must be at least 1, got {self.batch_size}")
-        self.n_threads = opts.get("n_threads")
+        options: Options = check_options(spec.model, spec.options, self.id)
+        self.cuts = cuts_from_options(spec.model, options.model_dump(exclude_none=True))
+        self.fit = options.fit
+        self.seed_qrels = options.seed_qrels
+        self.batch_size = options.batch_size
+        self.n_threads = options.n_threads
         self.folder = model_folder(spec.model)
         self._model = None
         self._key: str | None = None
@@ -336,3 +338,8 @@ class CrossEncoderJudge(ScorerJudge):
 
     def _truncation_lengths(self, items: list[Item]) -> list[int]:
         return self._count_tokens(texts(items))
+
+
+# Registered as the LLM backends are (backends/registry.py): same options checks, same entry points.
+EMBED = Provider("embed", Options, judge=EmbeddingJudge)
+CROSS = Provider("cross", Options, judge=CrossEncoderJudge)

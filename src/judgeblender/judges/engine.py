@@ -25,7 +25,7 @@ from ..parse import parse_grade, parse_yesno
 from ..parse.verdict import parse_verdict
 from ..prompts import Step
 from ..store import CallStore
-from .judge import Judge
+from .judge import Judge, JudgeSpec
 from .judgment import Judgment, StepOutcome
 from .truncate import passage_budget, truncate_passage
 
@@ -397,6 +397,7 @@ async def judge_pairs_async(
     if len(set(ids)) != len(ids):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         raise JudgeblenderError(f"two judges share the id {dupes[0]!r}: give each a distinct id")
+    pairs = [p if isinstance(p, Pair) else Pair(*map(str, p)) for p in pairs]  # (qid, docid) tuples too
     ok, skipped = resolve_pairs(pairs, queries, corpus, skip_missing)
     items = [(p, {"query": queries[p.qid], "passage": corpus[p.docid]}) for p in ok]
     reporter = reporter or SilentReporter()
@@ -410,12 +411,25 @@ async def judge_pairs_async(
 
 
 def judge_pairs(
-    judges: Iterable[Judge | PairJudge], pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str],
-    store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
+    judges: Iterable[Judge | PairJudge | JudgeSpec | str], pairs: Sequence[Pair | tuple[str, str]],
+    queries: dict[str, str], corpus: dict[str, str], store: CallStore | None = None,
+    reporter: Reporter | None = None, skip_missing: bool = False,
 ) -> JudgeRun:
-    """Synchronous entry point (notebooks, scripts, the CLI)."""
-    judges = list(judges)
-    return run_then_close(judges, judge_pairs_async(judges, pairs, queries, corpus, store, reporter, skip_missing))
+    """Synchronous entry point (notebooks, scripts, the CLI). Judges may be given as JudgeSpecs or
+    model strings: those are built here and closed afterwards; pairs as (qid, docid) tuples."""
+    from .factory import build_judge  # factory imports this module
+
+    given = list(judges)
+    built = [build_judge(JudgeSpec(model=j) if isinstance(j, str) else j)
+             for j in given if isinstance(j, (JudgeSpec, str))]
+    made = iter(built)
+    judges = [next(made) if isinstance(j, (JudgeSpec, str)) else j for j in given]
+    try:
+        return run_then_close(judges, judge_pairs_async(judges, pairs, queries, corpus, store, reporter,
+                                                        skip_missing))
+    finally:
+        for judge in built:
+            judge.close()
 
 
 def run_then_close(judges: Iterable[Any], work: Coroutine[Any, Any, T]) -> T:

@@ -1,22 +1,21 @@
-"""Build the right kind of judge for a spec: an LLM prompt judge, or a scorer such as `embed:`."""
+"""Build the right kind of judge for a spec: an LLM prompt judge, or a scorer such as `embed:`.
+
+Which is which the backend registry says (backends/registry.py): scorers register there as LLM
+backends do, with their options declared once."""
 
 from __future__ import annotations
 
-from importlib import import_module
-
+from ..backends.registry import BUILTIN_SCORERS, is_scorer, provider, split_model_string
 from .engine import PairJudge
 from .judge import Judge, JudgeSpec
 
-# Model prefixes served by judges that are not LLM prompts: prefix -> "module:class".
-PAIR_JUDGES: dict[str, str] = {
-    "embed": "judgeblender.judges.embedding:EmbeddingJudge",
-    "cross": "judgeblender.judges.embedding:CrossEncoderJudge",
-}
+# The built-in scorer prefixes (embed:, cross:); plug-ins may add more: ask is_scorer(model).
+PAIR_JUDGES = BUILTIN_SCORERS
+
+__all__ = ["PAIR_JUDGES", "build_judge", "is_scorer"]
 
 
 def build_judge(spec: JudgeSpec) -> Judge | PairJudge:
-    prefix = spec.model.partition(":")[0]
-    if prefix in PAIR_JUDGES:
-        module, cls = PAIR_JUDGES[prefix].split(":")
-        return getattr(import_module(module), cls)(spec)
+    if is_scorer(spec.model):
+        return provider(split_model_string(spec.model)[0]).judge(spec)
     return Judge(spec)

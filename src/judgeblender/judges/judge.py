@@ -49,7 +49,7 @@ class Judge:
             raise JudgeblenderError(f"min_choice_mass must be a number from 0 to 1, got {mass!r}")
         self.spec = spec
         self.template = template or get_template(spec.prompt)
-        self.backend = backend or create_backend(spec.model, **spec.options)
+        self.backend = backend or create_backend(spec.model, spec.id or spec.model, **spec.options)
         self.id = spec.id or f"{spec.model}/{self.template.name}/{spec.mode}"
         self.mode: Mode = spec.mode
         self.fallback: str | None = None

@@ -174,8 +174,7 @@ def _check_aggregator_fields(path: Path, where_is: _TomlLines, data: dict) -> No
 
 def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
     """Read and check a panel file: unknown keys, prompts or model prefixes are errors naming it."""
-    from ..backends.registry import known_prefixes
-    from .factory import PAIR_JUDGES
+    from ..backends.registry import check_options, is_scorer, known_prefixes
 
     path = Path(path)
     try:
@@ -195,7 +194,7 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
     judges = data.get("judges")
     if not isinstance(judges, list) or not judges:
         raise InputError(path, None, "at least one [[judges]] table")
-    prefixes = set(known_prefixes()) | set(PAIR_JUDGES)
+    prefixes = set(known_prefixes())
     specs = []
     for n, j in enumerate(judges, start=1):
         where = f"judge {n}"
@@ -214,16 +213,21 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
         _check_judge_fields(path, where_is, header, where, j)
         validate.model_string(model)
         prompt = j.get("prompt", "umbrela")
-        if not model.startswith(tuple(f"{p}:" for p in PAIR_JUDGES)):
+        if not is_scorer(model):
             try:
                 validate.prompt_ref(prompt)
                 get_template(prompt)
             except TemplateError as exc:
                 raise InputError(path, where_is.key("prompt", header), f"{where}: a known prompt",
                                  f"{prompt} ({exc})") from None
-        specs.append(JudgeSpec(model=model, prompt=prompt, mode=j.get("mode", mode),
-                               options={**options, **j.get("options", {})}, weight=float(j.get("weight", 1.0)),
-                               id=j.get("id"), **spec_kw))
+        judge_options = {**options, **j.get("options", {})}
+        try:  # now, naming the line, not when the judge is built
+            check_options(model, judge_options, j.get("id") or model)
+        except JudgeblenderError as exc:
+            raise InputError(path, where_is.key("options", header), f"{where}: options its backend declares",
+                             str(exc)) from None
+        specs.append(JudgeSpec(model=model, prompt=prompt, mode=j.get("mode", mode), options=judge_options,
+                               weight=float(j.get("weight", 1.0)), id=j.get("id"), **spec_kw))
     _assign_ids(specs)
     agg = data.get("aggregator", {})
     _check_aggregator_fields(path, where_is, data)
@@ -254,7 +258,7 @@ def ballots_from_run(run: JudgeRun) -> BallotTable:
             j = run.judgments[jid][pair]
             probs = tuple(j.probs[str(k)] for k in range(4)) if j.probs and j.label is not None else None
             votes[jid] = Vote(j.label, probs)
-        rows.append(((pair.qid, pair.docid), votes))
+        rows.append((pair, votes))
     table = BallotTable.from_votes(rows, judges)
     invalid = {jid: sum(j.label is None for j in run.judgments[jid].values()) for jid in judges}
     return BallotTable(table.pairs, table.judges, table.labels, table.probs, invalid)

@@ -303,11 +303,12 @@ class RayBackend(Backend):
 
 def ray_judge(spec, workers: int | None = None):
     """A Judge for `spec` whose calls run on the Ray cluster this process has joined."""
-    from .factory import PAIR_JUDGES
+    from ..backends.registry import check_options, is_scorer
     from .judge import Judge
 
-    if spec.model.partition(":")[0] in PAIR_JUDGES:
+    if is_scorer(spec.model):
         raise JudgeblenderError(f"--ray runs LLM judges; {spec.model} is an embedding scorer: run it without --ray")
+    check_options(spec.model, spec.options, spec.id or spec.model)  # here, not on each worker
     return Judge(spec, backend=RayBackend(spec.model, spec.options, workers))
 
 

@@ -72,9 +72,9 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
         for judge in judges:
             getattr(judge, "close", lambda: None)()
     result = blend_run(run, panel)
-    labels = {Pair(q, d): dec.label for (q, d), dec in zip(result.table.pairs, result.decisions)}
-    extra = {Pair(q, d): {"blend_reason": dec.reason, "tied": list(dec.tied) if dec.tied else None}
-             for (q, d), dec in zip(result.table.pairs, result.decisions)}
+    labels = result.by_pair()
+    extra = {pair: {"blend_reason": dec.reason, "tied": list(dec.tied) if dec.tied else None}
+             for pair, dec in zip(result.table.pairs, result.decisions)}
     tiebreak = None
     if tiebreaker is not None:
         spec, spread = tiebreaker
@@ -83,9 +83,9 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
             tiebreak, _ = run_tiebreaker(result, judge, queries, corpus, store, spread, reporter)
         finally:
             getattr(judge, "close", lambda: None)()
-        labels = {Pair(q, d): lab for (q, d), lab in zip(result.table.pairs, tiebreak.labels)}
-        for (q, d), outcome in zip(result.table.pairs, tiebreak.outcomes):
-            extra[Pair(q, d)]["tiebreaker"] = outcome
+        labels = dict(zip(result.table.pairs, tiebreak.labels))
+        for pair, outcome in zip(result.table.pairs, tiebreak.outcomes):
+            extra[pair]["tiebreaker"] = outcome
     flagged = flag_pairs(run.pairs, queries, corpus)  # reported only: labels stay as judged
     for p, found in flagged.items():
         extra[p]["injection"] = [str(f) for f in found]

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from ..blend import BlendResult
 from ..blend.tiebreak import DEFAULT_SPREAD, TiebreakResult, apply_tiebreaker, to_consult
-from ..pairs import Pair
 from .engine import JudgeRun, judge_pairs
 
 
 def run_tiebreaker(result: BlendResult, judge, queries: dict[str, str], corpus: dict[str, str], store=None,
                    spread: int = DEFAULT_SPREAD, reporter=None) -> tuple[TiebreakResult, JudgeRun]:
     """Judge only the consulted pairs with `judge`; see the module docstring."""
-    asked = [Pair(q, d) for q, d in to_consult(result, spread)]
+    asked = to_consult(result, spread)  # (qid, docid) tuples: judge_pairs takes them as pairs
     run = judge_pairs([judge], asked, queries, corpus, store, reporter, skip_missing=True)
     judged = run.judgments.get(judge.id, {})
-    answers = {(p.qid, p.docid): j.label for p, j in judged.items()}  # label None: invalid output
+    answers = {p: j.label for p, j in judged.items()}  # label None: invalid output (Pair == (qid, docid))
     return apply_tiebreaker(result, answers, judge.id, spread), run

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import InputError
 from .qrels import read_qrels
@@ -11,8 +11,11 @@ from .runs import read_run
 from .textfile import check_id, iter_lines, report_repair
 
 
-@dataclass(frozen=True, order=True)
-class Pair:
+class Pair(NamedTuple):
+    """A (query, passage) pair: the one key of "a label per pair" through judging, blending and
+    evaluation. A named tuple, so `Pair("q1", "d1") == ("q1", "d1")` and either finds the other
+    in a dict: ballot tables, blends and judge runs share their keys without conversions."""
+
     qid: str
     docid: str
 

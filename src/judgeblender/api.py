@@ -1,0 +1,300 @@
+"""The notebook API: judge, blend, calibrate and measure in a few calls, with DataFrames.
+
+    import judgeblender as jb
+    run = jb.judge(df, judges=["llamacpp:default", "embed:default"], prompt="umbrela", mode="logprobs",
+                   store="j.sqlite")
+    run.labels                        # qid, docid, judge, label, expected, valid, reason
+    run.blend("mv", tie="avg")        # qid, docid, label
+    jb.agreement(gold, run.blend("mv")).kappa
+
+Labels go in as anything `judgeblender.convert` reads (DataFrames, ir_measures Qrel tuples, qrels
+dicts, (qid, docid, label) tuples, qrels files) and come out as DataFrames with pandas' nullable
+Int64 labels: an invalid answer is <NA> with valid=False and its reason, never 0. This module
+only assembles the library's parts; the CLI's commands do the same with files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import convert
+from .blend import BallotTable, Blender, BlendResult, Vote
+from .blend.calibrate import CalibrationReport, LearnedBlend, cross_validate, fit_blend
+from .errors import JudgeblenderError
+from .evaluate import AgreementReport, correlate as correlate_reports
+from .evaluate import agreement as agreement_report
+from .evaluate.leaderboard import DEFAULT_MEASURES
+from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, summary_rows
+from .backends.registry import is_scorer
+from .judges.panel import Panel, ballots_from_run, get_panel
+
+JudgeLike = "str | JudgeSpec | Mapping[str, Any]"
+
+
+# -- panels ---------------------------------------------------------------------------------
+
+def _spec(judge: Any, prompt: str, mode: str, options: Mapping[str, Any]) -> JudgeSpec:
+    """A JudgeSpec from a model string, a dict of JudgeSpec fields, or a JudgeSpec (kept as is).
+    `prompt` and `mode` are defaults for LLM judges only: a scorer (embed:, cross:) has neither."""
+    if isinstance(judge, JudgeSpec):
+        return judge
+    if isinstance(judge, str):
+        judge = {"model": judge}
+    if not isinstance(judge, Mapping) or "model" not in judge:
+        raise JudgeblenderError(f"a judge is a model string, a JudgeSpec or a dict with a 'model'; got {judge!r}")
+    fields = dict(judge)
+    fields["options"] = {**options, **fields.get("options", {})}
+    if is_scorer(fields["model"]):
+        fields.setdefault("id", fields["model"])
+    else:
+        fields.setdefault("prompt", prompt)
+        fields.setdefault("mode", mode)
+    return JudgeSpec(**fields)
+
+
+def panel(judges: Any, *, prompt: str = "umbrela", mode: str = "generate",
+          options: Mapping[str, Any] | None = None, models: Sequence[str] | None = None) -> Panel:
+    """A panel from a preset name (promptblender, llmblender, umbrela), a panel TOML file, a Panel,
+    or a list of judges (model strings, JudgeSpecs, dicts of JudgeSpec fields)."""
+    options = dict(options or {})
+    if isinstance(judges, Panel):
+        return judges
+    if isinstance(judges, (str, Path)):
+        return get_panel(str(judges), list(models) if models else None, mode, options)
+    specs = [_spec(j, prompt, mode, options) for j in judges]
+    if not specs:
+        raise JudgeblenderError("a panel needs at least one judge")
+    ids = [s.id or f"{s.model}/{s.prompt}/{s.mode}" for s in specs]
+    specs = [replace(s, id=i) for s, i in zip(specs, ids)]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise JudgeblenderError(f"two judges share the id {dupes[0]!r}: give each a distinct id")
+    return Panel(name="judges", judges=specs, source="a list of judges")
+
+
+# -- judging ----------------------------------------------------------------------------------
+
+def _texts(df, column: str, key: str) -> dict[str, str]:
+    """{id: text} from a DataFrame's key and text columns; one id with two texts is an error."""
+    out: dict[str, str] = {}
+    for k, text in zip(df[key].astype(str), df[column]):
+        if out.setdefault(k, str(text)) != str(text):
+            raise JudgeblenderError(f"the {key} {k!r} comes with two different {column} texts")
+    return out
+
+
+def _inputs(pairs: Any, queries: Any, corpus: Any) -> tuple[list[tuple[str, str]], dict[str, str], dict[str, str]]:
+    from .pairs import read_corpus, read_queries
+
+    keys = convert.pairs(pairs)
+    if convert.is_frame(pairs):
+        df = convert._columns(pairs, ("qid", "docid"), "pairs")
+        if queries is None and "query" in df.columns:
+            queries = _texts(df, "query", "qid")
+        if corpus is None and "passage" in df.columns:
+            corpus = _texts(df, "passage", "docid")
+    if queries is None or corpus is None:
+        raise JudgeblenderError("judge needs the query and passage texts: give a DataFrame with columns qid, "
+                                "docid, query, passage, or queries= and corpus= (mappings or files)")
+    if isinstance(queries, (str, Path)):
+        queries = read_queries(queries)
+    if isinstance(corpus, (str, Path)):
+        corpus = read_corpus(corpus, wanted={d for _, d in keys})
+    return keys, dict(queries), dict(corpus)
+
+
+def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = None, corpus: Any = None,
+          prompt: str = "umbrela", mode: str = "generate", options: Mapping[str, Any] | None = None,
+          store: Any = None, skip_missing: bool = False) -> Judged:
+    """Judge every pair with every judge; calls are cached in `store` (a path or a CallStore).
+
+    `pairs`: a DataFrame (qid, docid, query, passage; or qid, docid with queries= and corpus=), a
+    pairs/qrels/run file, or (qid, docid) tuples. `judges`: a panel preset, a panel TOML file, or a
+    list of model strings, JudgeSpecs or dicts. `prompt`, `mode` and `options` are defaults for
+    the judges given as strings or dicts (prompt and mode for LLM judges only)."""
+    from .store import CallStore
+
+    the_panel = panel(judges, prompt=prompt, mode=mode, options=options)
+    keys, query_texts, passages = _inputs(pairs, queries, corpus)
+    opened = CallStore(store) if isinstance(store, (str, Path)) else None
+    try:
+        run = judge_pairs(the_panel.judges, keys, query_texts, passages, opened or store, skip_missing=skip_missing)
+    finally:
+        if opened is not None:
+            opened.close()
+    return Judged(run, the_panel)
+
+
+@dataclass
+class Judged:
+    """Every judge's judgment of every pair, from `judge`."""
+
+    run: JudgeRun
+    panel: Panel
+
+    @property
+    def judges(self) -> list[str]:
+        return list(self.run.judgments)
+
+    @property
+    def labels(self):
+        """One row per (pair, judge): qid, docid, judge, label, expected, score, valid, reason.
+        `reason` is why an invalid answer is invalid, or a rubric judge's stated reason."""
+        import pandas as pd
+
+        rows = [(p.qid, p.docid, jid, j.label, j.expected, j.score, j.valid, j.invalid_reason or j.reason)
+                for jid, judgments in self.run.judgments.items() for p, j in judgments.items()]
+        df = pd.DataFrame(rows, columns=["qid", "docid", "judge", "label", "expected", "score", "valid", "reason"])
+        df["label"] = pd.array(df["label"].tolist(), dtype="Int64")
+        df["expected"] = df["expected"].astype(float)
+        df["score"] = df["score"].astype(float)
+        return df
+
+    def ballots(self) -> BallotTable:
+        return ballots_from_run(self.run)
+
+    def blend(self, method: str = "mv", *, tie: str = "avg", seed: int | None = 0,
+              weights: Mapping[str, float] | None = None, thresholds: Sequence[float] | None = None):
+        """One label per pair (qid, docid, label; <NA> where no judge gave a valid label)."""
+        return _blend_table(self.ballots(), method, tie=tie, seed=seed, weights=weights, thresholds=thresholds)
+
+    def summary(self):
+        """Per judge: pairs, judged, invalid outputs, calls made, cache hits, seconds ..."""
+        import pandas as pd
+
+        return pd.DataFrame(summary_rows(self.run))
+
+    def agreement(self, gold: Any):
+        """Per judge, its agreement with `gold` (one row per judge: n, kappa, kappa_binary, ...)."""
+        import pandas as pd
+
+        rows, labels = [], self.labels
+        for jid, mine in labels.groupby("judge", sort=False):
+            report = agreement(gold, mine, name=jid)
+            rows.append({k: v for k, v in report.__dict__.items() if k not in ("confusion", "notes")})
+        return pd.DataFrame(rows)
+
+
+# -- blending ---------------------------------------------------------------------------------
+
+def ballots(labels: Any) -> BallotTable:
+    """A jury's labels as a ballot table: a Judged run, a BallotTable, a DataFrame with a judge
+    column (qid, docid, judge, label), or {judge: labels} with labels in any converter shape."""
+    if isinstance(labels, Judged):
+        return labels.ballots()
+    if isinstance(labels, BallotTable):
+        return labels
+    if convert.is_frame(labels):
+        if "judge" not in labels.columns:
+            raise JudgeblenderError("a jury's labels need a judge column (qid, docid, judge, label)")
+        labels = {j: group for j, group in labels.groupby("judge", sort=False)}
+    if not isinstance(labels, Mapping):
+        raise JudgeblenderError(f"a jury's labels: a Judged run, a DataFrame with a judge column or "
+                                f"{{judge: labels}}; got {type(labels).__name__}")
+    rows: dict[tuple[str, str], dict[str, Vote]] = {}
+    invalid = {}
+    for jid, given in labels.items():
+        found = convert.triples(given, f"judge {jid}")
+        invalid[str(jid)] = sum(v is None for *_, v in found)
+        for q, d, v in found:
+            rows.setdefault((q, d), {})[str(jid)] = Vote(v)
+    table = BallotTable.from_votes(rows.items(), [str(j) for j in labels])
+    return replace(table, invalid=invalid)
+
+
+def _blend_table(table: BallotTable, method: str, **settings):
+    settings = {k: v for k, v in settings.items() if v is not None or k == "seed"}
+    try:
+        result = Blender(method, **settings).blend(table)
+    except (KeyError, ValueError) as exc:
+        raise JudgeblenderError(f"blend {method}: {exc}") from None
+    return _result_frame(result)
+
+
+def _result_frame(result: BlendResult):
+    return convert.frame([(q, d, lab) for (q, d), lab in zip(result.table.pairs, result.labels)], "blend")
+
+
+def blend_labels(labels: Any, method: str = "mv", *, tie: str = "avg", seed: int | None = 0,
+                 weights: Mapping[str, float] | None = None, thresholds: Sequence[float] | None = None):
+    """Blend a jury's labels (see `ballots` for the shapes) into one label per pair (a DataFrame
+    qid, docid, label). Methods: `judgeblender blend --methods`, or judgeblender.blend.METHODS."""
+    return _blend_table(ballots(labels), method, tie=tie, seed=seed, weights=weights, thresholds=thresholds)
+
+
+@dataclass
+class Calibrated:
+    """A blend learned on gold labels: its cross-validated report and the blend fitted on all pairs."""
+
+    report: CalibrationReport
+    learned: LearnedBlend
+    warnings: list[str] = field(default_factory=list)
+
+    def apply(self, labels: Any):
+        """The learned blend's label per pair of another jury run (same judges)."""
+        table = ballots(labels)
+        predicted = self.learned.predict(table)
+        return convert.frame([(q, d, lab) for (q, d), lab in zip(table.pairs, predicted)], "calibrated blend")
+
+
+def calibrate(labels: Any, gold: Any, learner: str = "thresholds", *, folds: int = 5, seed: int | None = 0,
+              tie: str = "avg") -> Calibrated:
+    """Learn how to blend a jury (learner: thresholds, weights or logistic) on gold labels, scored
+    on held-out queries (k folds by query). A warning says when a single member beats the blend."""
+    table, gold_qrels = ballots(labels), convert.qrels(gold, "gold")
+    try:
+        report = cross_validate(table, gold_qrels, learner, folds=folds, seed=seed, tie=tie)
+        learned = fit_blend(table, gold_qrels, learner, tie=tie, seed=seed)
+    except ValueError as exc:
+        raise JudgeblenderError(f"calibrate: {exc}") from None
+    return Calibrated(report, learned, list(report.warnings))
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+def agreement(gold: Any, pred: Any, *, name: str = "prediction", invalid: int | None = None) -> AgreementReport:
+    """Agreement of `pred` with `gold` on the pairs both label: kappa, weighted kappas, alpha,
+    accuracy, confusion. Invalid labels in `pred` are counted, not scored. Undefined statistics
+    (constant labels, no shared pair) are NaN, with a note."""
+    if convert.is_frame(pred) and "judge" in pred.columns and pred["judge"].nunique() > 1:
+        raise JudgeblenderError("agreement compares one set of labels with gold; these are several judges': "
+                                "pass a blend (run.blend()), one judge's rows, or use run.agreement(gold)")
+    count = convert.invalid_count(pred) if invalid is None else invalid
+    return agreement_report(convert.qrels(gold, "gold"), convert.qrels(pred, name), name, count)
+
+
+def _named_labels(predictions: Any) -> dict[str, Any]:
+    """{name: labels}: a mapping of names to labels, or one labels value (named 'prediction')."""
+    if isinstance(predictions, Mapping) and predictions:
+        first = next(iter(predictions.values()))
+        nested_qrels = isinstance(first, Mapping) and first and isinstance(next(iter(first.values())), Mapping)
+        if nested_qrels or not isinstance(first, Mapping):
+            return {str(k): v for k, v in predictions.items()}
+    return {"prediction": predictions}
+
+
+def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str] = DEFAULT_MEASURES,
+              bootstrap: int = 1000, seed: int = 0, confidence: float = 0.95):
+    """How well the leaderboard of `runs` under each prediction's labels matches the one under
+    `gold`: one row per (prediction, measure) with Kendall's tau, Spearman's rho, tau_ap and
+    their bootstrap intervals. `predictions`: labels, or {name: labels}; `runs`: a folder of TREC
+    runs, a list of run files, or {name: run} (a file, a DataFrame qid/docid/score or a dict)."""
+    import pandas as pd
+
+    preds = {name: convert.qrels(p, name) for name, p in _named_labels(predictions).items()}
+    reports = correlate_reports(convert.qrels(gold, "gold"), preds, convert.runs(runs), measures, bootstrap, seed,
+                                confidence)
+    return pd.DataFrame([r.to_dict() for r in reports])
+
+
+def labels_frame(labels: Any):
+    """Any labels (see judgeblender.convert) as a DataFrame qid, docid, label."""
+    return convert.frame(labels)
+
+
+def qrels(labels: Any) -> dict[str, dict[str, int]]:
+    """Any labels as a qrels dict {qid: {docid: label}} (invalid labels left out)."""
+    return convert.qrels(labels)

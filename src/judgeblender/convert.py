@@ -1,0 +1,171 @@
+"""One converter for "a label per pair", in whatever shape it comes, as ir_measures' converters do.
+
+The currency is the triple (qid, docid, label), label None where a judge's answer was invalid
+(never 0). Everything that takes labels takes any of:
+  - a pandas DataFrame with columns qid, docid, label (or ir_measures' query_id, doc_id,
+    relevance); a NaN/NA label is an invalid one;
+  - a qrels dict {qid: {docid: label}};
+  - an iterable of ir_measures `Qrel` tuples or plain (qid, docid, label) tuples;
+  - a path to a TREC qrels file (str or Path).
+and gives back a DataFrame (`frame`) or a qrels dict (`qrels`). Runs likewise: a DataFrame with
+qid, docid, score (ir_measures' query_id, doc_id, score), a {qid: {docid: score}} dict, ir_measures
+`ScoredDoc` tuples, or a TREC run file. pandas is imported only when a frame is asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import JudgeblenderError
+
+Triple = tuple[str, str, "int | None"]
+# ir_measures' column names, accepted beside the project's own
+ALIASES = {"query_id": "qid", "doc_id": "docid", "relevance": "label"}
+
+
+def is_frame(value: Any) -> bool:
+    return type(value).__module__.partition(".")[0] == "pandas" and hasattr(value, "columns")
+
+
+def _columns(df, needed: tuple[str, ...], what: str):
+    df = df.rename(columns={k: v for k, v in ALIASES.items() if k in df.columns and v not in df.columns})
+    missing = [c for c in needed if c not in df.columns]
+    if missing:
+        raise JudgeblenderError(f"{what}: a DataFrame needs the columns {list(needed)}; "
+                                f"missing {missing} (it has {list(df.columns)})")
+    return df
+
+
+def _label(value: Any, where: str) -> int | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or str(value) == "<NA>":
+        return None
+    if isinstance(value, bool):
+        raise JudgeblenderError(f"{where}: a label must be an integer, got {value!r}")
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError):
+        raise JudgeblenderError(f"{where}: a label must be an integer, got {value!r}") from None
+    if as_int != value and not isinstance(value, str):
+        raise JudgeblenderError(f"{where}: a label must be an integer, got {value!r}")
+    return as_int
+
+
+def triples(labels: Any, what: str = "labels") -> list[Triple]:
+    """(qid, docid, label) for every pair, in the order given; label None where invalid."""
+    if isinstance(labels, (str, Path)):
+        from .pairs.qrels import read_qrels
+
+        labels = read_qrels(labels)
+    if is_frame(labels):
+        df = _columns(labels, ("qid", "docid", "label"), what)
+        return [(str(q), str(d), _label(v, f"{what}: {q} {d}"))
+                for q, d, v in zip(df["qid"], df["docid"], df["label"])]
+    if isinstance(labels, Mapping):
+        out = []
+        for qid, docs in labels.items():
+            if not isinstance(docs, Mapping):
+                raise JudgeblenderError(f"{what}: a qrels dict maps qid -> {{docid: label}}; "
+                                        f"query {qid!r} maps to {type(docs).__name__}")
+            out += [(str(qid), str(d), _label(v, f"{what}: {qid} {d}")) for d, v in docs.items()]
+        return out
+    if isinstance(labels, Iterable):
+        out = []
+        for n, row in enumerate(labels, start=1):
+            fields = (row.query_id, row.doc_id, row.relevance) if hasattr(row, "relevance") else tuple(row)
+            if len(fields) != 3:
+                raise JudgeblenderError(f"{what}: row {n} should be (qid, docid, label), got {row!r}")
+            q, d, v = fields
+            out.append((str(q), str(d), _label(v, f"{what}: {q} {d}")))
+        return out
+    raise JudgeblenderError(f"{what}: expected a DataFrame, a qrels dict, (qid, docid, label) tuples or a "
+                            f"qrels file, got {type(labels).__name__}")
+
+
+def qrels(labels: Any, what: str = "labels") -> dict[str, dict[str, int]]:
+    """{qid: {docid: label}} of the valid labels; a pair labelled twice differently is an error."""
+    out: dict[str, dict[str, int]] = {}
+    for q, d, v in triples(labels, what):
+        if v is None:
+            continue
+        docs = out.setdefault(q, {})
+        if docs.get(d, v) != v:
+            raise JudgeblenderError(f"{what}: {q} {d} is labelled both {docs[d]} and {v}")
+        docs[d] = v
+    return out
+
+
+def invalid_count(labels: Any) -> int:
+    """How many pairs carry an invalid (missing) label."""
+    return 0 if isinstance(labels, (str, Path, Mapping)) else sum(v is None for *_, v in triples(labels))
+
+
+def frame(labels: Any, what: str = "labels"):
+    """A DataFrame qid, docid, label (pandas' nullable Int64: <NA> where invalid)."""
+    import pandas as pd
+
+    rows = triples(labels, what)
+    return pd.DataFrame({"qid": [r[0] for r in rows], "docid": [r[1] for r in rows],
+                         "label": pd.array([r[2] for r in rows], dtype="Int64")})
+
+
+def pairs(items: Any, what: str = "pairs") -> list[tuple[str, str]]:
+    """(qid, docid) of a DataFrame, a pairs/qrels/run file, Pair objects or tuples, in order, once."""
+    if isinstance(items, (str, Path)):
+        from .pairs import read_pairs
+
+        return [(p.qid, p.docid) for p in read_pairs(items)]
+    if is_frame(items):
+        df = _columns(items, ("qid", "docid"), what)
+        found = list(zip(df["qid"].astype(str), df["docid"].astype(str)))
+    else:
+        found = []
+        for n, item in enumerate(items, start=1):
+            if hasattr(item, "qid") and hasattr(item, "docid"):
+                found.append((str(item.qid), str(item.docid)))
+            elif hasattr(item, "query_id") and hasattr(item, "doc_id"):
+                found.append((str(item.query_id), str(item.doc_id)))
+            elif isinstance(item, (tuple, list)) and len(item) >= 2:
+                found.append((str(item[0]), str(item[1])))
+            else:
+                raise JudgeblenderError(f"{what}: item {n} should be (qid, docid) or a Pair, got {item!r}")
+    return list(dict.fromkeys(found))
+
+
+def run_scores(run: Any, what: str = "run") -> dict[str, dict[str, float]]:
+    """{qid: {docid: score}} of a run given as a DataFrame, a dict or ScoredDoc tuples."""
+    if is_frame(run):
+        df = _columns(run, ("qid", "docid", "score"), what)
+        rows = zip(df["qid"], df["docid"], df["score"])
+    elif isinstance(run, Mapping):
+        rows = ((q, d, s) for q, docs in run.items() for d, s in docs.items())
+    else:
+        rows = ((r.query_id, r.doc_id, r.score) if hasattr(r, "score") else tuple(r) for r in run)
+    out: dict[str, dict[str, float]] = {}
+    for q, d, s in rows:
+        out.setdefault(str(q), {})[str(d)] = float(s)
+    return out
+
+
+def runs(given: Any) -> list:
+    """Runs (pairs.Run) from a folder of TREC runs, a list of run files, or {name: run} where each
+    run is a file, a DataFrame, a dict or ScoredDoc tuples."""
+    from .pairs.runs import Run, read_run, read_runs_dir
+
+    if isinstance(given, (str, Path)):
+        return read_runs_dir(given) if Path(given).is_dir() else [read_run(given)]
+    if isinstance(given, Mapping):
+        out = []
+        for name, run in given.items():
+            if isinstance(run, (str, Path)):
+                out.append(read_run(run, name=str(name)))
+                continue
+            scores = run_scores(run, f"run {name}")
+            # trec_eval's order: score descending, ties by docid descending
+            ranking = {q: sorted(docs.items(), key=lambda ds: (ds[1], ds[0]), reverse=True)
+                       for q, docs in scores.items()}
+            out.append(Run(str(name), str(name), ranking))
+        return out
+    return [r if isinstance(r, Run) else read_run(r) for r in given]
