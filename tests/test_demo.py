@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from judgeblender.blend import BallotTable, Vote
-from judgeblender.cli.demo import DEMO_JURY, SEED_FILE, demo_files, demo_pairs
+from judgeblender.judges.demo import DEMO_JURY, SEED_FILE, demo_files, demo_pairs
 from judgeblender.judges.calibrate_panel import calibrate
 from judgeblender.pairs import read_qrels
 
