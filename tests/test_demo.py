@@ -58,3 +58,17 @@ def test_demo_shows_members_blend_and_calibrated_blend(tmp_path):
     assert max(map(len, table)) <= 80, out
     assert re.search(r"Calibration on \d+ seed pairs .* chose ", out)
     assert "note" not in proc.stderr  # the stored seed answers match the models' fingerprints
+
+
+def test_piped_tables_are_not_cut(tmp_path):
+    """Piped output has no terminal width: the consoles take a wide one rather than rich's 80,
+    so a wide table keeps its headers ("alpha", not "alp…")."""
+    gold = tmp_path / "gold.qrels"
+    gold.write_text("1 0 a 0\n1 0 b 2\n2 0 c 3\n2 0 d 1\n")
+    pred = tmp_path / "a-long-prediction-file-name.qrels"
+    pred.write_text("1 0 a 0\n1 0 b 1\n2 0 c 3\n2 0 d 1\n")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["PYTHONPATH"] = str(SRC)
+    out = subprocess.run([sys.executable, "-m", "judgeblender", "agree", str(pred), "--gold", str(gold)],
+                         env=env, capture_output=True, text=True, timeout=120).stdout
+    assert "alpha" in out and "wk quad" in out and "…" not in out, out

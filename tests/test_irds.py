@@ -137,3 +137,11 @@ def test_missing_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ir_datasets", None)
     with pytest.raises(Exception, match=r"judgeblender\[irds\]"):
         read_queries("irds:anything")
+
+
+def test_agree_takes_gold_from_an_irds_id(local_id, tmp_path):
+    pred = tmp_path / "pred.qrels"
+    pred.write_text("q1 0 d1 3\nq1 0 d3 1\nq2 0 d2 2\n")
+    res = CliRunner().invoke(app, ["agree", str(pred), "--gold", f"irds:{local_id}", "--json"])
+    assert res.exit_code == 0, res.output
+    assert '"n": 3' in res.output or '"n":3' in res.output
