@@ -103,7 +103,11 @@ def _sources(download) -> list[str]:
 @contextlib.contextmanager
 def reading(source: str | Path, entity: str) -> Iterator[None]:
     """Read from ir_datasets without starting a download (unless JUDGEBLENDER_IRDS_DOWNLOAD=1):
-    a file that is not there becomes a DatasetError naming the id, the file and its source."""
+    a file that is not there becomes a DatasetError naming the id, the file and its source.
+
+    ir_datasets fetches every remote file through `ir_datasets.util.download.Download` (a
+    cache path and its mirrors); while reading, its `path` and `stream` refuse to fetch a file
+    that is not in the cache. Written against ir_datasets 0.6 (the [irds] extra's floor)."""
     ident = dataset_id(source)
     what = ENTITIES[entity]
     if _download_allowed():
@@ -125,14 +129,15 @@ def reading(source: str | Path, entity: str) -> Iterator[None]:
 
     def path(self, force=True):
         cached = getattr(self, "_cache_path", None)
-        local_only = all(isinstance(m, dl.LocalDownload) for m in self.mirrors)
-        if force and self._path is None and not local_only and not (cached and os.path.exists(cached)):
+        local_only = all(isinstance(m, dl.LocalDownload) for m in getattr(self, "mirrors", []))
+        if force and getattr(self, "_path", None) is None and not local_only and not (cached and os.path.exists(cached)):
             refuse(self)
         return original_path(self, force)
 
     @contextlib.contextmanager
     def stream(self):
-        if self._stream and not all(isinstance(m, dl.LocalDownload) for m in self.mirrors):
+        if getattr(self, "_stream", False) and not all(isinstance(m, dl.LocalDownload)
+                                                       for m in getattr(self, "mirrors", [])):
             refuse(self)
         with original_stream(self) as s:
             yield s
