@@ -153,6 +153,7 @@ def register(app: typer.Typer) -> None:
         console.print(jury_table(run, pairs, gold, cal))
         for line in LEGEND:
             console.print(line)
+        console.print(f"{len(pairs)} pairs are few: each figure is uncertain by about 0.1 (one standard error).")
         for note in notes:
             err_console.print(f"[yellow]note[/] {note}")
         if cal is not None and cal.chosen is not None:
