@@ -296,7 +296,7 @@ CAL = ["calibrate", "--gold", "{gold.qrels}", "--labels", "{pred.qrels}", "--lab
 FILL = ["fill", "--gold", "{gold.qrels}", "--llm", "{pred.qrels}"]
 REPORT = ["report", "--gold", "{gold.qrels}", "--pred", "{pred.qrels}", "--runs", "{tmp}/runs"]
 COMPARE = ["compare", "--qrels", "{gold.qrels}", "--runs", "{tmp}/runs"]
-DEMO = ["demo", "-j", "openai:test-model", "--no-progress"]
+DEMO = ["demo", "--no-progress"]
 EST = ["estimate", "--llm", "{pred.qrels}", "--human", "{gold.qrels}", "--runs", "{tmp}/runs"]
 
 OPTION_CASES: list[tuple[str, list[str], str]] = [

@@ -57,7 +57,7 @@ ROLES: dict[str, dict[str, str]] = {
     "grade": {"items_path": INPUT, "models": MODELS, "prompts": PROMPTS, "out": OUTPUT, "store_path": STORE},
     "cascade": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "seed_qrels": INPUT,
                 "models": MODELS, "prompt": PROMPT, "store_path": STORE, "details": OUTPUT},
-    "demo": {"model": MODEL, "prompt": PROMPT, "store_path": STORE},
+    "demo": {"store_path": STORE},
     "estimate": {"llm": INPUT, "human": INPUT, "runs_dir": DIR, "design": INPUT},
     "prompts show": {"name": PROMPT},
     "prompts render": {"name": PROMPT},

@@ -1,83 +1,166 @@
-"""`judgeblender demo`: judge the bundled 40 DL19 pairs with the embedded model, next to NIST labels."""
+"""`judgeblender demo`: an offline jury on bundled TREC DL 2019 pairs, next to the NIST labels.
+
+The jury: the two embedded LLMs (Qwen2.5-Coder-0.5B and Gemma-3-270M, label distributions
+from logprobs) and the packaged MiniLM embedding judge (cosine, cut at 0.5). The demo judges
+32 bundled DL19 pairs (8 per human label) and prints one table: each member's agreement with
+the human labels, their majority vote, and the blend that calibration chose on a bundled
+seed set of other pairs (LLMJudge dev, TREC DL 2023 passages). The seed's answers are stored
+in data/demo-seed.json under each member's fingerprint, so calibrating costs no model call;
+a member whose model or call scheme changed since is reported and the calibrated row left
+out, rather than calibrating on stale answers (scripts/make_demo_seed.py rebuilds them).
+"""
 
 from __future__ import annotations
 
-from importlib.resources import files
+import math
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import typer
 from rich.table import Table
 
-from ..judges import Judge, JudgeSpec, judge_pairs
+from ..blend import Blender
+from ..judges import build_judge, judge_pairs
+from ..judges.calibrate_panel import Calibration, blender_for, calibrate
+from ..judges.demo import DEMO_JURY, demo_files, demo_pairs, load_seed
+from ..judges.panel import ballots_from_run
+from ..kappa import cohen_kappa
 from ..pairs import Pair, read_corpus, read_qrels, read_queries
 from ..paths import demo_store_path
 from ..store import CallStore
-from .console import console
-from .judge import print_summary
+from .console import console, err_console
+from .options import fail_if_calls_failed
 from .progress import RichReporter
 
+SHORT = {"llamacpp:default": "Qwen2.5-0.5B", "llamacpp:gemma-270m": "Gemma-3-270M", "embed:default": "MiniLM"}
 
-def demo_files() -> dict[str, Path]:
-    data = files("judgeblender") / "data"
-    return {k: Path(str(data / f"demo-dl19-{k}")) for k in ("queries.tsv", "passages.jsonl", "qrels.txt")}
+
+def short(judge_id: str) -> str:
+    """A member's name for 80-column tables: its model's short name."""
+    model = judge_id.split("/")[0]
+    return SHORT.get(model, model)
+
+
+def _auc(human: list[int], scores: list[float | None]) -> float:
+    """AUC of a score for "relevant" (human label >= 2); NaN when undefined."""
+    keep = [(h >= 2, s) for h, s in zip(human, scores) if s is not None and math.isfinite(s)]
+    if len({y for y, _ in keep}) < 2:
+        return float("nan")
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score([y for y, _ in keep], [s for _, s in keep]))
+
+
+def _row(name: str, human: list[int], labels: list[int | None], scores: list[float | None],
+         seed_kappa: float | None) -> list[str]:
+    ok = [i for i, label in enumerate(labels) if label is not None]
+    h = np.array([human[i] for i in ok])
+    p = np.array([labels[i] for i in ok])
+    kappa = cohen_kappa(h, p) if len(ok) > 1 else float("nan")
+    binary = cohen_kappa((h >= 2).astype(int), (p >= 2).astype(int), labels=(0, 1)) if len(ok) > 1 else float("nan")
+    counts = "/".join(str(int((p == k).sum())) for k in range(4))
+    cells = [kappa, binary, _auc(human, scores), float("nan") if seed_kappa is None else seed_kappa]
+    return [name, counts] + ["n/a" if not math.isfinite(x) else f"{x:.2f}" for x in cells]
+
+
+LEGEND = ("labels: pairs labelled 0/1/2/3; kappa: Cohen's, 0-3 vs NIST; bin: 0-1 vs 2-3",
+          "AUC: label >= 2 ranked by expected label (LLMs), cosine (MiniLM), label (blends)",
+          "seed: held-out kappa on the calibration seed (other pairs: LLMJudge dev)")
+
+
+BLENDS = {"av": "av (the rounded mean label)", "mv(avg)": "the majority vote",
+          "prob-expected": "prob-expected (the expected label of the mean distribution)"}
+
+
+def _name(c) -> str:
+    return f"{short(c.judges[0])} alone" if c.kind == "member" else BLENDS.get(c.name, c.name)
+
+
+def calibration_summary(cal: Calibration) -> str:
+    """What calibration chose and why, in a sentence or two (wrapped to 80 columns)."""
+    import textwrap
+
+    c = cal.chosen
+    scored = [x for x in cal.candidates if math.isfinite(x.mean)]
+    best = max(scored, key=lambda x: x.mean)
+    text = (f"Calibration on {cal.n_pairs} seed pairs ({cal.n_queries} queries, {cal.folds} query folds) "
+            f"chose {_name(c)}")
+    text += f" (held-out kappa {c.mean:.2f} +- {c.se:.2f})"
+    if best is c:
+        text += ", the best of the candidates."
+    else:
+        text += (f". The best was {_name(best)} at {best.mean:.2f} +- {best.se:.2f}; {_name(c)} is within "
+                 "one standard error of it and simpler.")
+    return textwrap.fill(text, 80)
+
+
+def jury_table(run, pairs: list[Pair], gold, cal: Calibration | None) -> Table:
+    human = [gold[p.qid][p.docid] for p in pairs]
+    table = Table(title=f"Offline jury on {len(pairs)} TREC DL 2019 pairs ({len(pairs) // 4} per NIST label)",
+                  title_justify="left")
+    for col in ("judge", "labels", "kappa", "bin", "AUC", "seed"):
+        table.add_column(col, justify="left" if col == "judge" else "right", no_wrap=True)
+    seed = {c.name: c.mean for c in cal.candidates} if cal else {}
+    for jid, judgments in run.judgments.items():
+        js = [judgments[p] for p in pairs]
+        scores = [j.score if j.score is not None else j.expected for j in js]
+        table.add_row(*_row(short(jid), human, [j.label for j in js], scores, seed.get(f"member {jid}")))
+    ballots = ballots_from_run(run)
+    index = {pair: i for i, pair in enumerate(ballots.pairs)}
+    rows = [index[(p.qid, p.docid)] for p in pairs]
+
+    def labels_of(result) -> list[int | None]:
+        out = result.labels
+        return [out[i] for i in rows]
+
+    mv = labels_of(Blender("mv", tie="avg").blend(ballots))
+    table.add_row(*_row("blend: majority", human, mv, [float(x) if x is not None else None for x in mv],
+                        seed.get("mv(avg)")))
+    if cal is not None and cal.chosen is not None:
+        c = cal.chosen
+        chosen = labels_of(blender_for(c, 0).blend(ballots.only_judges(list(c.judges))))
+        if c.kind == "member":  # a member alone: its own score ranks the pairs
+            jid = c.judges[0]
+            scores = [run.judgments[jid][p].score if run.judgments[jid][p].score is not None
+                      else run.judgments[jid][p].expected for p in pairs]
+            name = f"calibrated: {short(jid)}"
+        else:
+            scores = [float(x) if x is not None else None for x in chosen]
+            name = f"calibrated: {c.name}"
+        table.add_row(*_row(name, human, chosen, scores, c.mean))
+    return table
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def demo(
-        model: str = typer.Option("llamacpp:default", "--judge", "-j", help="Model string."),
-        prompt: str = typer.Option("umbrela", "--prompt"),
-        mode: str = typer.Option("logprobs", "--mode", "-m", help="logprobs (fast) or generate."),
         store_path: Optional[Path] = typer.Option(None, "--store", help="Call store [default: the user cache]."),
         threads: Optional[int] = typer.Option(None, "--threads"),
         progress: bool = typer.Option(True, "--progress/--no-progress"),
     ) -> None:
-        """Judge 40 bundled TREC DL 2019 pairs (10 per label) and compare with the human labels."""
+        """Judge 32 bundled TREC DL 2019 pairs with an offline jury; blend it, calibrated on a bundled seed set."""
         paths = demo_files()
         queries = read_queries(paths["queries.tsv"])
         corpus = read_corpus(paths["passages.jsonl"])
         gold = read_qrels(paths["qrels.txt"], allowed=range(4))
-        pairs = [Pair(q, d) for q, docs in gold.items() for d in docs]
-        opts = {"n_threads": threads} if threads else {}
-        judge = Judge(JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=True))
-        store_file = store_path or demo_store_path()
-        with CallStore(store_file) as store, RichReporter(progress) as reporter:
-            run = judge_pairs([judge], pairs, queries, corpus, store, reporter)
-        judgments = run.judgments[judge.id]
-        table = Table(title=f"{judge.id} on 40 TREC DL 2019 pairs", title_justify="left")
-        for col in ("qid", "docid", "human", "judge", "expected", "query"):
-            table.add_column(col, justify="left" if col == "query" else "right")
-        human, predicted, scored = [], [], []
-        for p in pairs:
-            j = judgments[p]
-            label = "invalid" if j.label is None else str(j.label)
-            expected = "" if j.expected is None else f"{j.expected:.2f}"
-            table.add_row(p.qid, p.docid, str(gold[p.qid][p.docid]), label, expected, queries[p.qid][:40])
-            if j.label is not None:
-                human.append(gold[p.qid][p.docid])
-                predicted.append(j.label)
-                scored.append(j.expected)
-        console.print(table)
-        print_summary(run)
-        if human:
-            from ..evaluate import agreement
-
-            pred = {}
-            for p in pairs:
-                if judgments[p].label is not None:
-                    pred.setdefault(p.qid, {})[p.docid] = judgments[p].label
-            report = agreement(gold, pred, judge.id)
-            console.print(f"Cohen's kappa (0-3): {report.kappa:.3f}   binary (0-1 vs 2-3): {report.kappa_binary:.3f}   "
-                          f"on {report.n} of {len(pairs)} pairs with a valid label")
-            if all(x is not None for x in scored):
-                from scipy.stats import spearmanr
-                from sklearn.metrics import roc_auc_score
-
-                auc = roc_auc_score([h >= 2 for h in human], scored)
-                rho = spearmanr(scored, human).statistic
-                console.print(f"expected score vs human label: AUC (label >= 2) {auc:.3f}, Spearman {rho:.3f}")
-        console.print("The embedded 0.5B model is a weak grader: see the README to use a real model.")
-        from .options import fail_if_calls_failed
-
+        pairs = demo_pairs(gold)
+        judges = [build_judge(spec) for spec in DEMO_JURY(threads)]
+        with CallStore(store_path or demo_store_path()) as store:
+            with RichReporter(progress) as reporter:
+                run = judge_pairs(judges, pairs, queries, corpus, store, reporter)
+            seed_table, seed_gold, notes = load_seed(judges, store)
+        cal = calibrate(seed_table, seed_gold, folds=5, seed=0) if seed_table is not None else None
+        console.print(jury_table(run, pairs, gold, cal))
+        for line in LEGEND:
+            console.print(line)
+        console.print(f"{len(pairs)} pairs are few: each figure is uncertain by about 0.1 (one standard error).")
+        for note in notes:
+            err_console.print(f"[yellow]note[/] {note}")
+        if cal is not None and cal.chosen is not None:
+            console.print(calibration_summary(cal))
+        elif cal is not None:
+            err_console.print(f"[yellow]note[/] calibration chose nothing: {'; '.join(cal.warnings)}")
+        console.print("These small offline models agree weakly with people: point `judgeblender judge`\n"
+                      "at a real model to judge for real (README).")
         fail_if_calls_failed(run.stats.values())

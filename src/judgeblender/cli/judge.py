@@ -101,9 +101,9 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: li
 def register(app: typer.Typer) -> None:
     @app.command()
     def judge(
-        queries: Path = typer.Option(..., "--queries", "-q", help="Queries TSV: id<TAB>text (gzip ok)."),
-        corpus: Path = typer.Option(..., "--corpus", "-c", help="Passages JSONL: docid/text, id/contents or doc_id/text."),
-        pairs: Path = typer.Option(..., "--pairs", "-p", help="Pairs: qrels, TREC run, or 'qid docid' TSV."),
+        queries: Path = typer.Option(..., "--queries", "-q", help="Queries TSV: id<TAB>text (gzip ok), or irds:ID (an ir_datasets id)."),
+        corpus: Path = typer.Option(..., "--corpus", "-c", help="Passages JSONL: docid/text, id/contents or doc_id/text, or irds:ID (looked up by id)."),
+        pairs: Path = typer.Option(..., "--pairs", "-p", help="Pairs: qrels, TREC run, or 'qid docid' TSV, or irds:ID (its qrels; --pairs-format run: its scoreddocs)."),
         out: Path = typer.Option(..., "--out", "-o", help="Output qrels of the judged pairs."),
         model: str = typer.Option("llamacpp:default", "--judge", "-j", help="Model string, e.g. llamacpp:default, llamacpp:PATH.gguf, openai:MODEL, hf:PATH."),
         prompt: str = typer.Option("umbrela", "--prompt", help="Prompt template name or .toml path (see `judgeblender prompts list`)."),

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import InputError
+from . import irds
 from .textfile import check_id, clean_text, iter_lines, report_repair
 
 ID_KEYS = ("docid", "doc_id", "id", "_id", "pid")
@@ -22,14 +24,19 @@ def _pick(obj: dict, keys: tuple[str, ...]):
     return None, None
 
 
-def read_corpus(path: str | Path, wanted: set[str] | None = None) -> dict[str, str]:
+def read_corpus(path: str | Path, wanted: set[str] | None = None) -> Mapping[str, str]:
     """Read passages; with `wanted`, keep only those ids (a large corpus stays small in memory).
 
     A title field, when present, is prepended to the text as the usual "title. text". A docid
     seen twice with the same text is kept once (reported); with another text it is an error,
     since either choice would judge a passage the user may not mean. Only kept passages are
     compared, so a huge corpus is not held in memory to check ids nobody asked for.
+
+    `irds:ID` looks passages up by id in an ir_datasets docs store (see irds): with `wanted`
+    only those are read; without, the result is a lazy mapping.
     """
+    if irds.is_irds(path):
+        return irds.read_corpus(path, wanted)
     corpus: dict[str, str] = {}
     first_line: dict[str, int] = {}
     duplicates: list[int] = []

@@ -8,6 +8,7 @@ from typing import NamedTuple
 from ..errors import InputError
 from .qrels import read_qrels
 from .runs import read_run
+from . import irds
 from .textfile import check_id, iter_lines, report_repair
 
 
@@ -40,7 +41,12 @@ def detect_format(path: str | Path) -> str:
 
 
 def read_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) -> list[Pair]:
-    """Pairs in first-seen order, duplicates removed. `depth` keeps a run's top-k per query."""
+    """Pairs in first-seen order, duplicates removed. `depth` keeps a run's top-k per query.
+
+    `irds:ID`: an ir_datasets id's qrels (format auto or qrels; auto takes its scoreddocs when
+    it has no qrels) or its scoreddocs as a run (format run)."""
+    if irds.is_irds(path):
+        return _irds_pairs(path, fmt, depth)
     if fmt not in FORMATS:
         raise InputError(path, None, f"a pairs format in {FORMATS}", fmt)
     if fmt == "auto":
@@ -68,4 +74,19 @@ def read_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) ->
         report_repair(path, "repeated pairs kept once", duplicates)
     if not pairs:
         raise InputError(path, None, "at least one pair", "none")
+    return list(dict.fromkeys(pairs))
+
+
+def _irds_pairs(source: str | Path, fmt: str, depth: int | None) -> list[Pair]:
+    if fmt == "tsv" or fmt not in FORMATS:
+        raise InputError(source, None, "pairs format auto, qrels or run for an ir_datasets id", fmt)
+    if fmt == "auto":
+        fmt = "qrels" if irds.has(source, "qrels") else "run"
+    if fmt == "qrels":
+        pairs = [Pair(q, d) for q, docs in irds.read_qrels(source).items() for d in docs]
+    else:
+        ranking = irds.read_ranking(source)
+        pairs = [Pair(q, d) for q, docs in ranking.items() for d, _ in (docs if depth is None else docs[:depth])]
+    if not pairs:
+        raise InputError(source, None, "at least one pair", "none")
     return list(dict.fromkeys(pairs))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import InputError, JudgeblenderError
 from ..fileio import atomic_write_text
+from . import irds
 from .textfile import check_id, clean_lines, iter_lines, report_repair
 
 Qrels = dict[str, dict[str, int]]
@@ -41,8 +42,11 @@ def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
 
     Columns are split on any run of spaces and tabs, as trec_eval reads them. A repeated pair
     with the same label is kept once (reported); a repeated pair with a different label is an
-    error, since silently picking one would change the evaluation.
+    error, since silently picking one would change the evaluation. `irds:ID` reads an
+    ir_datasets id's qrels.
     """
+    if irds.is_irds(path):
+        return irds.read_qrels(path, allowed)
     allowed_set = set(allowed) if allowed is not None else None
     qrels: Qrels = {}
     duplicates: list[int] = []

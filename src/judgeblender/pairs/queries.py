@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
+from . import irds
 from .textfile import check_id, clean_text, iter_lines, report_repair
 
 
 def read_queries(path: str | Path) -> dict[str, str]:
     """{qid: text}. A repeated identical line is kept once; control characters in a text become
-    spaces; both repairs are reported (see textfile)."""
+    spaces; both repairs are reported (see textfile). `irds:ID` reads an ir_datasets id's queries."""
+    if irds.is_irds(path):
+        return irds.read_queries(path)
     queries: dict[str, str] = {}
     first_line: dict[str, int] = {}
     duplicates: list[int] = []

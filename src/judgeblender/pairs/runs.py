@@ -25,6 +25,7 @@ from ..errors import InputError
 from ..fileio import atomic_writer
 from ..hashing import sha256_text
 from ..paths import runs_cache_dir
+from . import irds
 from .decimals import parse_decimal_chars
 from .textfile import check_id, iter_lines, read_whole
 
@@ -115,6 +116,9 @@ class Run:
 
 
 def read_run(path: str | Path, name: str | None = None) -> Run:
+    """A TREC run file, or `irds:ID`: an ir_datasets id's scoreddocs (named after the id)."""
+    if irds.is_irds(path):
+        return Run(name=name or str(path), path=str(path), ranking=irds.read_ranking(path))
     path = Path(path)
     name = name or _run_name(path)
     columns = _read_cached(path)
@@ -368,6 +372,9 @@ def _run_name(path: Path) -> str:
 
 
 def read_runs_dir(directory: str | Path) -> list[Run]:
+    """Every run file in a folder; `irds:ID` gives the one run of an ir_datasets id's scoreddocs."""
+    if irds.is_irds(directory):
+        return [read_run(directory)]
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(directory, None, "a directory of TREC run files", "not a directory")
