@@ -145,7 +145,7 @@ def test_a_planted_env_key_reaches_the_server_and_no_output(inputs):
     key = planted()
     with EchoServer() as server:
         run = cli(*judge_args(inputs, server, "-j", "openai:test-model"), env={"OPENAI_API_KEY": key})
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # the 401 pair is a failed call: exit 3, the rest written
     assert server.keys_seen and set(server.keys_seen) == {key}  # the plant was real: the server got it
     details = {json.loads(line)["docid"]: json.loads(line) for line in (inputs / "out.qrels.details.jsonl").open()}
     # the error paths were taken: a 401 (not retried, the pair unjudged) and 500s (retried)
@@ -177,7 +177,7 @@ def test_a_key_file_must_be_private_and_its_key_stays_out_of_outputs(inputs, tmp
         assert not server.keys_seen  # nothing was sent with a key others can read
         keyfile.chmod(0o600)
         run = cli(*judge_args(inputs, server, "--panel", panel))
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr  # the 401 pair is a failed call: exit 3, the rest written
     assert set(server.keys_seen) == {key}
     assert_absent(key, {**every_byte(inputs), "loose stderr": loose.stderr, "stdout": run.stdout, "stderr": run.stderr})
 

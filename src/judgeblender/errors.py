@@ -67,6 +67,11 @@ class BackendError(JudgeblenderError):
     """A model backend failed in a way retries did not fix."""
 
 
+class CallDeferred(BackendError):
+    """A call handed on to be answered later (queued for the Batch API): its pair stays unjudged
+    for now, and that is what was asked for, not a failure (no exit 3)."""
+
+
 class CallsFailed(JudgeblenderError):
     """Model calls failed (after their retries), so some pairs are unjudged for no fault of the
     model's answers. Raised by the CLI after it has written what was judged: exit status 3."""

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendError, JudgeblenderError
+from ..errors import BackendError, CallDeferred, JudgeblenderError
 from ..calls import CallRequest, CallResult, call_key
 from ..fileio import atomic_write_text
 from .base import Backend
@@ -111,7 +111,7 @@ class BatchBackend(Backend):
         self._queue.add(self.inner.model, batch_request_line(
             key, request, self.inner.model, top_logprobs=self.inner.top_logprobs,
             answer_prefix_mode=self.inner.answer_prefix_mode, max_tokens_param=self.inner.max_tokens_param))
-        raise BackendError(QUEUED)
+        raise CallDeferred(QUEUED)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

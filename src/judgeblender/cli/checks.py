@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from .. import validate
+from ..pairs.irds import is_irds
 
 # Numbers, by parameter name (the same meaning wherever they appear): (low, high, low_open, high_open).
 NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
@@ -86,6 +87,8 @@ def check_arguments(command: str, args: dict[str, Any]) -> None:
     inputs: list[Path] = []
     for name, role in roles.items():
         for value in _many(args.get(name)):
+            if role in (INPUT, INPUTS, NAMED_INPUTS, DIR) and is_irds(str(value).partition("=")[2] or value):
+                continue  # an ir_datasets id: its reader says what is missing (pairs/irds.py)
             if role in (INPUT, INPUTS):
                 inputs.append(validate.input_file(value))
             elif role == NAMED_INPUTS:  # NAME=PATH or PATH

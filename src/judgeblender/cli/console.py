@@ -32,4 +32,4 @@ def output_width(stream=None) -> int:
 
 
 console = Console(highlight=False, soft_wrap=True, width=output_width())
-err_console = Console(stderr=True, highlight=False, width=output_width(sys.stderr))
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=output_width(sys.stderr))  # lines stay whole for grep and logs

@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 from .. import asyncrun
 from ..backends.base import LogprobsUnsupported
 from ..calls import CallRequest, CallResult, Message, call_key
-from ..errors import BackendError, JudgeblenderError, MissingItemsError
+from ..errors import BackendError, CallDeferred, JudgeblenderError, MissingItemsError
 from ..pairs import Pair
 from ..parse import parse_grade, parse_yesno
 from ..parse.verdict import parse_verdict
@@ -80,6 +80,8 @@ class JudgeStats:
     # pairs left unjudged because a model call failed after its retries (429, 5xx, timeouts,
     # connection errors, other HTTP errors): not the model's fault; the CLI exits 3 on any
     failed_calls: int = 0
+    # pairs whose call was queued for later (the Batch API): unjudged for now, not failed
+    deferred_calls: int = 0
     # pairs never sent: the prompt leaves no room for the passage in the model's context
     no_room: int = 0
     fallback: str | None = None
@@ -177,7 +179,7 @@ def interpret(step: Step, scale: list[int], request: CallRequest, result: CallRe
 async def _run_calls(
     judge: Judge, requests: list[tuple[_PairState, Step, CallRequest]], store: CallStore | None,
     reporter: Reporter, stats: JudgeStats,
-) -> list[tuple[_PairState, StepOutcome | None, str | None]]:
+) -> list[tuple[_PairState, StepOutcome | None, BackendError | None]]:
     """Answer each request from the store or the model. Returns (state, outcome, backend error).
 
     A fixed pool of workers (the backend's concurrency) takes the requests in prompt order; each
@@ -186,7 +188,7 @@ async def _run_calls(
     request and drops those the store answers, so its rate and ETA are the model's."""
     identity = judge.backend.identity()
     scale = judge.template.scale
-    results: dict[int, tuple[StepOutcome | None, str | None]] = {}
+    results: dict[int, tuple[StepOutcome | None, BackendError | None]] = {}
     # Sorting by prompt text puts prompts with long common prefixes next to each other.
     order = sorted(range(len(requests)), key=lambda i: [m.content for m in requests[i][2].messages])
     todo = iter(order)  # shared by the workers: each request goes to exactly one
@@ -225,7 +227,7 @@ async def _run_calls(
                 no_logprobs.append(exc)
                 return
             except BackendError as exc:
-                results[i] = (None, str(exc))
+                results[i] = (None, exc)
                 reporter.advance(True)
                 continue
             outcome = outcome_of(i, result, cached=False)
@@ -343,7 +345,10 @@ async def _run_judge(
                 j = state.judgment
                 if outcome is None:
                     j.invalid_reason = f"{step.id}: backend error: {error}"
-                    stats.failed_calls += 1
+                    if isinstance(error, CallDeferred):  # queued for the Batch API: asked for, not failed
+                        stats.deferred_calls += 1
+                    else:
+                        stats.failed_calls += 1
                     state.done = True
                     continue
                 j.steps.append(outcome)
@@ -457,7 +462,7 @@ def summary_rows(run: JudgeRun) -> list[dict[str, Any]]:
             "invalid_outputs": s.invalid_outputs, "invalid_rate": round(s.invalid_rate, 4), "retries": s.retries,
             "backend_retries": s.backend_retries, "calls_made": s.calls_made, "cache_hits": s.cache_hits, "truncated": s.truncated,
             "fallback": s.fallback, "seconds": round(s.seconds, 2),
-            "failed_calls": s.failed_calls, "no_room": s.no_room,
+            "failed_calls": s.failed_calls, "deferred_calls": s.deferred_calls, "no_room": s.no_room,
             # why pairs stayed unjudged (reason -> pairs), so a JSON summary says what is missing
             "unjudged_reasons": dict(s.unjudged.most_common()),
         }
