@@ -65,3 +65,12 @@ def cohen_kappa(a: Sequence[int], b: Sequence[int], labels: Sequence[int] = (0, 
     """Cohen's kappa between two label vectors over `labels` (default the relevance grades 0-3);
     NaN where it is undefined."""
     return float(kappa_from_confusion(confusion_matrix(a, b, labels), weights))
+
+
+def fold_mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and standard error of per-fold kappas, leaving out the undefined (NaN) folds; NaN
+    where too few are left (no fold for the mean, fewer than two for the error)."""
+    vals = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
+    mean = float(vals.mean()) if len(vals) else float("nan")
+    se = float(vals.std(ddof=1) / np.sqrt(len(vals))) if len(vals) > 1 else float("nan")
+    return mean, se

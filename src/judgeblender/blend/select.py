@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..kappa import cohen_kappa
+from ..kappa import cohen_kappa, fold_mean_se
 from .blender import Blender
 from .votes import ABSTAIN, LABELS, N_LABELS, BallotTable
 
@@ -143,13 +143,11 @@ class Choice:
 
     @property
     def mean(self) -> float:
-        vals = [k for k in self.fold_kappas if math.isfinite(k)]
-        return float(np.mean(vals)) if vals else float("nan")
+        return fold_mean_se(self.fold_kappas)[0]
 
     @property
     def se(self) -> float:
-        vals = [k for k in self.fold_kappas if math.isfinite(k)]
-        return float(np.std(vals, ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 else float("nan")
+        return fold_mean_se(self.fold_kappas)[1]
 
     def key(self) -> tuple:
         return (self.cost, len(self.judges), SIMPLICITY[self.kind], -self.mean)

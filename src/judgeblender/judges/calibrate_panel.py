@@ -19,7 +19,7 @@ import numpy as np
 from ..blend import BallotTable, Blender, blend
 from ..blend.calibrate import evaluate_split, fit_blend, gold_vector, split_by_queries
 from ..errors import JudgeblenderError
-from ..kappa import cohen_kappa
+from ..kappa import cohen_kappa, fold_mean_se
 
 MIN_QUERIES = 4
 MIN_PAIRS = 40
@@ -43,13 +43,11 @@ class Candidate:
 
     @property
     def mean(self) -> float:
-        vals = [k for k in self.fold_kappas if math.isfinite(k)]
-        return float(np.mean(vals)) if vals else float("nan")
+        return fold_mean_se(self.fold_kappas)[0]
 
     @property
     def se(self) -> float:
-        vals = [k for k in self.fold_kappas if math.isfinite(k)]
-        return float(np.std(vals, ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 else float("nan")
+        return fold_mean_se(self.fold_kappas)[1]
 
     @property
     def simplicity(self) -> int:
