@@ -34,6 +34,7 @@ Speed notes (measured in bench/benchmark.py, see docs/benchmarks.md):
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -300,6 +301,15 @@ def _choose_omp_wait_policy() -> str:
 
 
 _LOADED: dict[tuple, LlamaCppBackend] = {}
+
+
+@atexit.register
+def _close_loaded() -> None:
+    """Free the loaded models while llama_cpp's module still exists: left to the garbage
+    collector at interpreter exit, Llama.__del__ ran after its C bindings were torn down and
+    printed a TypeError traceback for every model."""
+    for backend in list(_LOADED.values()):
+        backend.close()
 
 
 class Options(BackendOptions):
