@@ -120,5 +120,5 @@ def test_judge_panel_calls_the_panel_files_tiebreaker_on_ties_only_and_records_t
     assert {line.split()[3] for line in out.read_text().splitlines()} == {"0"}  # the tie-breaker decided each tie
     details = [json.loads(line) for line in (tmp_path / "o.qrels.details.jsonl").read_text().splitlines()]
     assert [d["tiebreaker"] for d in details] == ["tiebreaker"] * n_pairs
-    assert details[0]["blend"]["tiebreaker"] == {"judge": "big", "spread": 4, "tiebreaker": n_pairs}
+    assert details[0]["blend"]["tiebreaker"] == {"judge": "big", "spread": 4, "tiebreaker": n_pairs, "failed_calls": 0}
     assert f"tie-breaker big: consulted on {n_pairs} pairs" in result.output
