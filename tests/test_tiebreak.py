@@ -122,3 +122,41 @@ def test_judge_panel_calls_the_panel_files_tiebreaker_on_ties_only_and_records_t
     assert [d["tiebreaker"] for d in details] == ["tiebreaker"] * n_pairs
     assert details[0]["blend"]["tiebreaker"] == {"judge": "big", "spread": 4, "tiebreaker": n_pairs, "failed_calls": 0}
     assert f"tie-breaker big: consulted on {n_pairs} pairs" in result.output
+
+
+def test_judge_panel_a_failed_tiebreaker_call_keeps_the_panels_tie_rule_and_exits_3(tmp_path):
+    """The tie-breaker's own failed calls count towards exit status 3, like the members'."""
+    import json
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from openai_server import OpenAITestServer
+
+    q, c, p = tmp_path / "q.tsv", tmp_path / "c.jsonl", tmp_path / "p.tsv"
+    q.write_text("q1\tquestion one\nq2\tquestion two\n")
+    c.write_text("".join(json.dumps({"docid": f"d{i}", "text": f"passage {i}"}) + "\n" for i in range(4)))
+    p.write_text("".join(f"q{1 + i % 2}\td{i}\n" for i in range(4)))
+    # members: thomas answers 3, umbrela 0: an mv tie {0,3} on every pair (tie rule min -> 0)
+    answers = {"A person typed this query": "Final score: 3",
+               "Measure how well the content matches a likely intent": "##final score: 0"}
+    with OpenAITestServer(answers=answers) as members, OpenAITestServer(fault_rates={"400": 1.0}) as big:
+        panel = tmp_path / "p.toml"
+        panel.write_text('[aggregator]\nmethod = "mv"\ntie = "min"\n'
+                         + "".join(f'[[judges]]\nmodel = "openai:test-model"\nprompt = "{pr}"\n'
+                                   for pr in ("thomas", "umbrela"))
+                         + f'[tiebreaker]\nmodel = "openai:big"\nid = "big"\nspread = 4\n'
+                           f'options = {{ base_url = "{big.base_url}" }}\n')
+        out = tmp_path / "o.qrels"
+        done = subprocess.run(
+            [sys.executable, "-m", "judgeblender", "judge", "-q", str(q), "-c", str(c), "-p", str(p), "--panel",
+             str(panel), "--base-url", members.base_url, "--timeout", "5", "-o", str(out), "--store",
+             str(tmp_path / "s.sqlite"), "--no-progress"],
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONPATH": SRC, "OPENAI_API_KEY": "sk-test"})
+        assert members.request_count == 8 and big.request_count >= 4
+    assert done.returncode == 3, done.stderr
+    assert "4 of 12 judgments (judge x pair) not judged because their model calls failed" in done.stderr
+    assert "tie-breaker calls failed after all retries: 4" in done.stderr
+    assert {line.split()[3] for line in out.read_text().splitlines()} == {"0"}  # the panel's tie rule (min)
+    details = [json.loads(line) for line in (tmp_path / "o.qrels.details.jsonl").read_text().splitlines()]
+    assert [d["tiebreaker"] for d in details] == ["invalid"] * 4
+    assert details[0]["blend"]["tiebreaker"] == {"judge": "big", "spread": 4, "invalid": 4, "failed_calls": 4}
