@@ -54,18 +54,27 @@ def test_a_pair_missing_from_the_tiebreakers_file_counts_as_invalid():
     assert tb.labels == (1, 1, 2, 3, None)
 
 
-def test_blend_cli_takes_the_tiebreakers_labels_from_a_file_and_reports_pairs_decided(tmp_path):
+def _label_files(tmp_path):
     files = []
     for j in "abc":
-        p = tmp_path / f"{j}.qrels"
-        p.write_text("".join(f"{q} 0 {d} {v[j]}\n" for (q, d), v in ROWS if v[j] is not None))
-        files.append(p)
+        f = tmp_path / f"{j}.qrels"
+        f.write_text("".join(f"{q} 0 {d} {v[j]}\n" for (q, d), v in ROWS if v[j] is not None))
+        files.append(f)
     big = tmp_path / "big.qrels"
+    big.write_text("".join(f"{q} 0 {d} 3\n" for (q, d), _ in ROWS))  # the tie-breaker says 3 everywhere
+    return files, big
+
+
+def _blend(*args):
+    return subprocess.run([sys.executable, "-m", "judgeblender", "blend", *map(str, args)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": SRC}, timeout=120)
+
+
+def test_blend_cli_takes_the_tiebreakers_labels_from_a_file_and_reports_pairs_decided(tmp_path):
+    files, big = _label_files(tmp_path)
     big.write_text("q1 0 tie 1.\nq1 0 wide 3\nq1 0 agree 0\n")  # "1." is unreadable: invalid
     out = tmp_path / "o.qrels"
-    r = subprocess.run([sys.executable, "-m", "judgeblender", "blend", *map(str, files), "--tiebreaker", str(big),
-                        "--tie", "min", "-o", str(out)], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": SRC}, timeout=120)
+    r = _blend(*files, "--tiebreaker", big, "--tie", "min", "-o", out)
     assert r.returncode == 0, r.stderr
     assert "tie-breaker big: consulted on 2 pairs (panel ties or member spread >= 2; 1 of them ties)" in r.stderr
     assert out.read_text() == "q1 0 agree 1\nq1 0 tie 0\nq1 0 wide 3\nq1 0 narrow 3\n"
@@ -177,22 +186,6 @@ def test_margin_is_the_vote_margin_over_voters_or_the_pooled_probability_margin(
     assert margins(probs).round(6).tolist() == [0.2]  # pooled (0, .4, .6, 0): .6 - .4
     tb = apply_tiebreaker(probs, {("q", "d"): 3}, "big", margin=0.2)
     assert tb.labels == (3,) and tb.measure() == {"margin": 0.2} and "blend margin <= 0.2" in tb.summary_lines()[0]
-
-
-def _label_files(tmp_path):
-    files = []
-    for j in "abc":
-        f = tmp_path / f"{j}.qrels"
-        f.write_text("".join(f"{q} 0 {d} {v[j]}\n" for (q, d), v in ROWS if v[j] is not None))
-        files.append(f)
-    big = tmp_path / "big.qrels"
-    big.write_text("".join(f"{q} 0 {d} 3\n" for (q, d), _ in ROWS))  # the tie-breaker says 3 everywhere
-    return files, big
-
-
-def _blend(*args):
-    return subprocess.run([sys.executable, "-m", "judgeblender", "blend", *map(str, args)], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": SRC}, timeout=120)
 
 
 def test_blend_panel_applies_the_panel_files_tiebreaker_and_its_spread(tmp_path):
