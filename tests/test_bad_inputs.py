@@ -362,6 +362,8 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     ("blend-out-is-an-input", ["blend", "{pred.qrels}", "{gold.qrels}", "-o", "{pred.qrels}"], "pred.qrels: expected an output file that is not also an input"),
     ("blend-details-is-a-directory", ["blend", "--details", "{tmp}/adir", "-o", "{tmp}/b.qrels"], "adir: expected an existing file, got 'a directory'"),
     ("blend-spread-out-of-range", ["blend", "{pred.qrels}", "{gold.qrels}", "--spread", "9"], "--spread: expected a number in [0, 4], got '9'"),
+    ("blend-margin-out-of-range", ["blend", "{pred.qrels}", "{gold.qrels}", "--margin", "1.5"], "--margin: expected a number in [0, 1], got '1.5'"),
+    ("blend-tiebreaker-is-a-directory", ["blend", "{pred.qrels}", "{gold.qrels}", "--tiebreaker", "big={tmp}/adir", "-o", "{tmp}/b.qrels"], "adir: expected an existing file, got 'a directory'"),
     # agree, correlate, compare
     ("agree-prediction-is-a-directory", ["agree", "{tmp}/adir", "--gold", "{gold.qrels}"], "adir: expected an existing file, got 'a directory'"),
     ("agree-gold-is-a-directory", ["agree", "{pred.qrels}", "--gold", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),

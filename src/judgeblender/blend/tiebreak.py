@@ -4,7 +4,13 @@ The panel blends first, as usual. A pair is sent to the tie-breaker when
   * the panel's aggregator tied (its Decision lists tied labels: a tie rule would pick), or
   * the members disagree by at least `spread` levels: spread = highest minus lowest valid
     member label (0..3), so spread 2 means e.g. one member says 0 and another 2.
-    spread 4 (> any possible spread) consults on ties only.
+    spread 4 (> any possible spread) consults on ties only; or, the other measure (exactly
+    one is used at a time), where
+  * the blend's margin is at most `margin` (0..1): for probability-aware methods the pooled
+    probability (mean of the voters' distributions; a vote without one counts as certain of
+    its label) of the top label minus that of the runner-up; for the other methods the
+    votes of the top label minus the runner-up's, divided by the number of voters
+    (unweighted). margin 0 consults on ties (and exact probability ties) only.
 Pairs no member voted on stay unjudged: the tie-breaker settles disagreements, it does not
 replace the panel.
 
@@ -24,7 +30,7 @@ import numpy as np
 
 from .blender import BlendResult
 from .ties import Decision
-from .votes import ABSTAIN, BallotTable, Pair
+from .votes import ABSTAIN, N_LABELS, BallotTable, Pair
 
 DEFAULT_SPREAD = 2
 
@@ -41,11 +47,32 @@ def spreads(table: BallotTable) -> np.ndarray:
     return np.where(voted.any(axis=1), hi - lo, -1)
 
 
-def to_consult(result: BlendResult, spread: int = DEFAULT_SPREAD) -> list[Pair]:
-    """The pairs the tie-breaker is asked about (see the module docstring), in table order."""
-    s = spreads(result.table)
-    return [p for p, d, sp in zip(result.table.pairs, result.decisions, s)
-            if d.label is not None and (bool(d.tied) or sp >= spread)]
+def margins(result: BlendResult) -> np.ndarray:
+    """The blend's margin per pair (see the module docstring); NaN where nobody voted."""
+    table = result.table
+    voted = table.voted
+    onehot = np.zeros((*table.labels.shape, N_LABELS))
+    rows, cols = np.nonzero(voted)
+    onehot[rows, cols, table.labels[rows, cols]] = 1.0
+    if result.method.uses_probs and table.probs is not None:
+        given = voted & ~np.isnan(table.probs).any(axis=2)
+        onehot = np.where(given[..., None], np.nan_to_num(table.probs), onehot)
+    n = voted.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pooled = onehot.sum(axis=1) / n[:, None]
+    top2 = np.sort(pooled, axis=1)[:, -2:]
+    return np.where(n > 0, top2[:, 1] - top2[:, 0], np.nan)
+
+
+def to_consult(result: BlendResult, spread: int | None = DEFAULT_SPREAD, margin: float | None = None) -> list[Pair]:
+    """The pairs the tie-breaker is asked about (see the module docstring), in table order:
+    by `margin` when it is given, else by `spread`."""
+    if margin is not None:
+        wide = margins(result) <= margin + 1e-12
+    else:
+        wide = spreads(result.table) >= (DEFAULT_SPREAD if spread is None else spread)
+    return [p for p, d, w in zip(result.table.pairs, result.decisions, wide)
+            if d.label is not None and (bool(d.tied) or bool(w))]
 
 
 @dataclass(frozen=True)
@@ -54,10 +81,19 @@ class TiebreakResult:
 
     panel: BlendResult
     tiebreaker: str
-    spread: int
+    spread: int | None  # the measure used: spread, or margin (the other is None)
     labels: tuple[int | None, ...]
     outcomes: tuple[str, ...]  # KEPT, DECIDED or INVALID per pair
     changed: int  # decided pairs where the tie-breaker's label differs from the panel's
+    margin: float | None = None
+
+    def measure(self) -> dict[str, float]:
+        """The disagreement measure and its threshold, as recorded in outputs."""
+        return {"margin": self.margin} if self.margin is not None else {"spread": self.spread}
+
+    def rule(self) -> str:
+        return (f"blend margin <= {self.margin:g}" if self.margin is not None
+                else f"member spread >= {self.spread}")
 
     def counts(self) -> Counter:
         return Counter(self.outcomes)
@@ -73,16 +109,21 @@ class TiebreakResult:
         c = self.counts()
         asked = c[DECIDED] + c[INVALID]
         ties = sum(1 for d, o in zip(self.panel.decisions, self.outcomes) if o != KEPT and d.tied)
-        return [f"tie-breaker {self.tiebreaker}: consulted on {asked} pairs (panel ties or member spread >= "
-                f"{self.spread}; {ties} of them ties)",
+        return [f"tie-breaker {self.tiebreaker}: consulted on {asked} pairs (panel ties or {self.rule()}; "
+                f"{ties} of them ties)",
                 f"  decided by the tie-breaker: {c[DECIDED]} ({self.changed} changed the panel's label)",
                 f"  tie-breaker answer invalid, panel's own decision (tie rule {self.panel.tie}) kept: {c[INVALID]}"]
 
 
 def apply_tiebreaker(result: BlendResult, answers: Mapping[Pair, int | None], name: str = "tiebreaker",
-                     spread: int = DEFAULT_SPREAD) -> TiebreakResult:
-    """Overrule the panel on the consulted pairs with `answers` (pair -> label, None or absent: invalid)."""
-    asked = set(to_consult(result, spread))
+                     spread: int | None = DEFAULT_SPREAD, margin: float | None = None) -> TiebreakResult:
+    """Overrule the panel on the consulted pairs with `answers` (pair -> label, None or absent:
+    invalid); consulted by `margin` when given (then `spread` is not used), else by `spread`."""
+    if margin is not None:
+        spread = None
+    elif spread is None:
+        spread = DEFAULT_SPREAD
+    asked = set(to_consult(result, spread, margin))
     labels, outcomes, changed = [], [], 0
     for pair, d in zip(result.table.pairs, result.decisions):
         if pair not in asked:
@@ -97,7 +138,7 @@ def apply_tiebreaker(result: BlendResult, answers: Mapping[Pair, int | None], na
             labels.append(int(answer))
             outcomes.append(DECIDED)
             changed += int(answer) != d.label
-    return TiebreakResult(result, name, spread, tuple(labels), tuple(outcomes), changed)
+    return TiebreakResult(result, name, spread, tuple(labels), tuple(outcomes), changed, margin)
 
 
 def decisions_of(tb: TiebreakResult) -> tuple[Decision, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -72,9 +73,15 @@ def register(app: typer.Typer) -> None:
                                   "weights and thresholds; instead of --method/--tie/--weights/--thresholds."),
         tiebreaker: str = typer.Option(
             None, "--tiebreaker", help="PATH or NAME=PATH: qrels of a judge that decides the pairs where the panel "
-                                       "ties or its members' labels spread by --spread or more."),
-        spread: int = typer.Option(2, "--spread", help="With --tiebreaker: consult where highest minus lowest member "
-                                                       "label >= this (4: ties only)."),
+                                       "ties or its members' labels spread by --spread or more (or --margin); "
+                                       "with --panel: the labels of the panel file's [tiebreaker]."),
+        spread: Optional[int] = typer.Option(
+            None, "--spread", help="With a tie-breaker: consult where the panel ties or highest minus lowest member "
+                                   "label >= this (4: ties only). [default: 2, or the panel file's]"),
+        margin: Optional[float] = typer.Option(
+            None, "--margin", help="With a tie-breaker, instead of --spread: consult where the panel ties or the "
+                                   "blend's margin <= this (0..1): top minus runner-up label's pooled probability "
+                                   "(probability methods) or votes / voters (others)."),
         list_methods: bool = typer.Option(
             False, "--list", "--methods", help="List the methods and tie rules, and exit."),
     ) -> None:
@@ -100,7 +107,10 @@ def register(app: typer.Typer) -> None:
             )
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
-        table = load_ballots(judges or [], details or [], invalid_labels=invalid_labels)
+        from .blend_panel import blend_tiebreaker
+
+        judges, tb_args, tb_notes = blend_tiebreaker(panel, list(judges or []), tiebreaker, spread, margin)
+        table = load_ballots(judges, details or [], invalid_labels=invalid_labels)
         notes: list[str] = []
         if panel is not None:
             from .blend_panel import panel_blender
@@ -113,14 +123,13 @@ def register(app: typer.Typer) -> None:
                 raise typer.BadParameter(str(exc), param_hint="--weights") from None
         result = blender.blend(table)
         qrels = result.qrels()
-        if tiebreaker is not None:
+        if tb_args is not None:
             from ..blend.tiebreak import apply_tiebreaker
-            from .blend_panel import read_tiebreaker
 
-            name, answers = read_tiebreaker(tiebreaker)
-            tb = apply_tiebreaker(result, answers, name, spread)
+            name, answers, spread, margin = tb_args
+            tb = apply_tiebreaker(result, answers, name, spread, margin)
             qrels = tb.qrels()
-            notes += tb.summary_lines()
+            notes += [*tb_notes, *tb.summary_lines()]
         write_qrels(out, qrels)
         for line in [*notes, *result.summary_lines()]:
             err_console.print(line, markup=False, soft_wrap=True)

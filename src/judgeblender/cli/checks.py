@@ -27,7 +27,7 @@ NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "outer_folds": (0, None, False, False), "exhaustive_max": (1, None, False, False),
     "time_limit": (0, None, True, False), "min_judged": (0, 1, False, False), "trim": (0, 0.5, False, True),
     "min_votes": (1, None, False, False), "budget": (0, None, False, False), "sample": (1, None, False, False),
-    "spread": (0, 4, False, False), "min_choice_mass": (0, 1, False, False), "sample_queries": (1, None, False, False),
+    "spread": (0, 4, False, False), "margin": (0, 1, False, False), "min_choice_mass": (0, 1, False, False), "sample_queries": (1, None, False, False),
     "sample_pairs": (0, None, True, False), "target_width": (0, None, True, False),
     # score thresholds and bands: scales differ by scorer (cosine, 0-3, probabilities), so only finite
     "threshold": (None, None, False, False), "band": (None, None, False, False),
@@ -42,7 +42,7 @@ ROLES: dict[str, dict[str, str]] = {
     "judge": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "details": OUTPUT, "model": MODEL,
               "prompt": PROMPT, "store_path": STORE, "panel": PANEL, "panel_models": MODELS, "batch_read": INPUT,
               "batch_write": OUTPUT},
-    "blend": {"judges": NAMED_INPUTS, "details": INPUTS, "out": OUTPUT, "panel": INPUT},
+    "blend": {"judges": NAMED_INPUTS, "details": INPUTS, "out": OUTPUT, "panel": INPUT, "tiebreaker": NAMED_INPUTS},
     "agree": {"predictions": INPUTS, "gold": INPUT},
     "correlate": {"predictions": INPUTS, "gold": INPUT, "runs_dir": DIR, "groups_file": INPUT, "plot": OUTPUT},
     "pool": {"runs_dir": DIR, "out": OUTPUT, "exclude": INPUT, "queries_from": INPUT, "corpus": INPUT,

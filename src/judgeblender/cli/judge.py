@@ -95,7 +95,8 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: li
                                        "judged": n, "unjudged": dict(result.result.unjudged()),
                                        "judges": summary_rows(run), "skipped": len(run.skipped),
                                        "injection_flagged": len(result.flagged)}))
-    fail_if_calls_failed(run.stats.values(), "judgments (judge x pair)" if len(run.stats) > 1 else "pairs")
+    # the tie-breaker's failed calls count too: its pairs fell back to the panel's own rule
+    fail_if_calls_failed(result.call_stats(), "judgments (judge x pair)" if len(result.call_stats()) > 1 else "pairs")
 
 
 def register(app: typer.Typer) -> None:

@@ -246,18 +246,35 @@ def load_blend_panel(path: str | Path) -> BlendPanel:
     return panel
 
 
-TIEBREAKER_KEYS = {"model", "prompt", "mode", "options", "id", "spread"}
+TIEBREAKER_KEYS = {"model", "prompt", "mode", "options", "id", "spread", "margin"}
 
 
-def load_tiebreaker(path: str | Path, mode: str, options: Mapping[str, Any], **spec_kw) -> tuple[JudgeSpec, int] | None:
-    """The panel file's optional [tiebreaker] table: the judge consulted where the panel ties or its
-    members spread by `spread` or more (default 2), as (spec, spread); None when there is none.
+@dataclass
+class TiebreakerTable:
+    """A panel file's [tiebreaker] table, read: who it is and when it is consulted (exactly one
+    of spread and margin is set; blend/tiebreak.py defines both)."""
+
+    id: str
+    model: str | None
+    prompt: str
+    mode: str
+    options: dict[str, Any]
+    spread: int | None
+    margin: float | None
+
+    def measure(self) -> str:
+        return f"margin {self.margin:g}" if self.margin is not None else f"spread {self.spread}"
+
+
+def read_tiebreaker_table(path: str | Path, mode: str = "generate", need_model: bool = True) -> TiebreakerTable | None:
+    """The panel file's optional [tiebreaker] table; None when there is none. `judge --panel`
+    needs its model; `blend --panel` only its id (the label file's judge name) and measure.
 
         [tiebreaker]
         model = "openai:llama-3-70b"
         prompt = "umbrela"
         mode = "generate"
-        spread = 2
+        spread = 2          # or: margin = 0.34 (not both; neither: spread 2)
     """
     from ..blend.tiebreak import DEFAULT_SPREAD
     from .panel import _TomlLines
@@ -276,12 +293,34 @@ def load_tiebreaker(path: str | Path, mode: str, options: Mapping[str, Any], **s
         raise InputError(path, where.key(bad[0], header), f"[tiebreaker]: only the keys {sorted(TIEBREAKER_KEYS)}",
                          ", ".join(bad))
     model = table.get("model")
-    if not isinstance(model, str) or ":" not in model:
-        raise InputError(path, where.key("model", header), "[tiebreaker]: a model string PREFIX:MODEL", str(model))
-    spread = table.get("spread", DEFAULT_SPREAD)
-    if isinstance(spread, bool) or not isinstance(spread, int) or not 0 <= spread <= 4:
+    if (need_model or model is not None) and (not isinstance(model, str) or ":" not in model):
+        raise InputError(path, where.key("model", header) or header, "[tiebreaker]: a model string PREFIX:MODEL",
+                         str(model))
+    if "spread" in table and "margin" in table:
+        raise InputError(path, where.key("margin", header), "[tiebreaker]: spread or margin, not both",
+                         f"spread = {table['spread']}, margin = {table['margin']}")
+    spread, margin = table.get("spread", DEFAULT_SPREAD), table.get("margin")
+    if margin is not None:
+        spread = None
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 1:
+            raise InputError(path, where.key("margin", header), "[tiebreaker]: margin, a number 0..1", str(margin))
+        margin = float(margin)
+    elif isinstance(spread, bool) or not isinstance(spread, int) or not 0 <= spread <= 4:
         raise InputError(path, where.key("spread", header), "[tiebreaker]: spread, an integer 0..4", str(spread))
     prompt, jmode = table.get("prompt", "umbrela"), table.get("mode", mode)
-    spec = JudgeSpec(model=model, prompt=prompt, mode=jmode, options={**options, **table.get("options", {})},
-                     id=table.get("id") or f"{model}/{prompt}/{jmode}", **spec_kw)
-    return spec, spread
+    tid = table.get("id") or (f"{model}/{prompt}/{jmode}" if model else None)
+    if not isinstance(tid, str) or not tid:
+        raise InputError(path, header, "[tiebreaker]: an id (the label file's judge name) or a model")
+    return TiebreakerTable(tid, model, prompt, jmode, dict(table.get("options", {})), spread, margin)
+
+
+def load_tiebreaker(path: str | Path, mode: str, options: Mapping[str, Any],
+                    **spec_kw) -> tuple[JudgeSpec, int | None, float | None] | None:
+    """The [tiebreaker] table as `judge --panel` runs it: (spec, spread, margin), one of the two
+    None; None when the panel has no tie-breaker."""
+    table = read_tiebreaker_table(path, mode)
+    if table is None:
+        return None
+    spec = JudgeSpec(model=table.model, prompt=table.prompt, mode=table.mode, options={**options, **table.options},
+                     id=table.id, **spec_kw)
+    return spec, table.spread, table.margin

@@ -42,27 +42,40 @@ class PanelRun:
     batch_queue: BatchRequests | None = None
     # the tie-breaker's outcome where the panel has one (judges/tiebreak_run.py), else None
     tiebreak: TiebreakResult | None = None
+    # the tie-breaker's own calls (its stats count towards the failed-calls exit status)
+    tiebreak_run: JudgeRun | None = None
     blend_info: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
         self.blend_info = {"panel": self.panel.name, "method": self.panel.method, "tie": self.panel.tie,
                            "seed": self.panel.seed}
         if self.tiebreak is not None:
-            self.blend_info["tiebreaker"] = {"judge": self.tiebreak.tiebreaker, "spread": self.tiebreak.spread,
-                                             **self.tiebreak.counts()}
+            self.blend_info["tiebreaker"] = {"judge": self.tiebreak.tiebreaker, **self.tiebreak.measure(),
+                                             **self.tiebreak.counts(), "failed_calls": self.tiebreak_failed_calls()}
+
+    def tiebreak_failed_calls(self) -> int:
+        return sum(s.failed_calls for s in self.tiebreak_run.stats.values()) if self.tiebreak_run is not None else 0
+
+    def call_stats(self) -> list:
+        """Every judge's call stats, the tie-breaker's included: what the exit status 3 rule counts."""
+        return [*self.run.stats.values(), *(self.tiebreak_run.stats.values() if self.tiebreak_run is not None else [])]
 
     def summary_lines(self) -> list[str]:
-        return [*self.result.summary_lines(), *(self.tiebreak.summary_lines() if self.tiebreak is not None else [])]
+        lines = [*self.result.summary_lines(), *(self.tiebreak.summary_lines() if self.tiebreak is not None else [])]
+        if self.tiebreak_failed_calls():
+            lines.append(f"  of those, tie-breaker calls failed after all retries: {self.tiebreak_failed_calls()} "
+                         "(counted as failed calls: exit status 3)")
+        return lines
 
 
 def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: dict[str, str],
               store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
               batch_read: Path | None = None, batch_write: Path | None = None,
-              tiebreaker: tuple[JudgeSpec, int] | None = None,
+              tiebreaker: tuple[JudgeSpec, int | None, float | None] | None = None,
               make_judge: Callable[[JudgeSpec], Any] = build_judge) -> PanelRun:
     """Judge `pairs` with every member of `panel` (calls cached in `store`), then blend; with a
-    `tiebreaker` (spec, spread), that judge is called on the pairs where the members tie or
-    spread by `spread` or more, and only those (judges/tiebreak_run.py). `make_judge` builds
+    `tiebreaker` (spec, spread, margin), that judge is called on the pairs where the members tie
+    or spread by `spread` or more (or the blend's margin is at most `margin`), and only those (judges/tiebreak_run.py). `make_judge` builds
     each judge from its spec (judges/ray_executor.py's `RayJudges` runs their calls on Ray)."""
     judges = [make_judge(spec) for spec in panel.judges]
     batch_queue = use_batch_files(judges, batch_read, batch_write)
@@ -75,12 +88,12 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
     labels = result.by_pair()
     extra = {pair: {"blend_reason": dec.reason, "tied": list(dec.tied) if dec.tied else None}
              for pair, dec in zip(result.table.pairs, result.decisions)}
-    tiebreak = None
+    tiebreak = tiebreak_run = None
     if tiebreaker is not None:
-        spec, spread = tiebreaker
+        spec, spread, margin = tiebreaker
         judge = make_judge(spec)
         try:
-            tiebreak, _ = run_tiebreaker(result, judge, queries, corpus, store, spread, reporter)
+            tiebreak, tiebreak_run = run_tiebreaker(result, judge, queries, corpus, store, spread, reporter, margin)
         finally:
             getattr(judge, "close", lambda: None)()
         labels = dict(zip(result.table.pairs, tiebreak.labels))
@@ -89,7 +102,7 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
     flagged = flag_pairs(run.pairs, queries, corpus)  # reported only: labels stay as judged
     for p, found in flagged.items():
         extra[p]["injection"] = [str(f) for f in found]
-    return PanelRun(panel, run, result, labels, extra, flagged, batch_queue, tiebreak)
+    return PanelRun(panel, run, result, labels, extra, flagged, batch_queue, tiebreak, tiebreak_run)
 
 
 def write_panel_run(panel_run: PanelRun, out: Path, details: Path | None = None) -> tuple[int, Path]:
