@@ -22,6 +22,7 @@ import pytest
 
 from openai_server import OpenAITestServer
 
+from judgeblender.calls import CallRequest, Message
 from judgeblender.judges import Judge, JudgeSpec, judge_pairs
 from judgeblender.judges.outputs import final_labels, write_details, write_qrels_file
 from judgeblender.judges.ray_executor import WorkerPlan, plan_workers
@@ -149,6 +150,11 @@ def test_scripted_judge_same_output_with_and_without_ray(cluster, tmp_path, tiny
         assert {i["judgeblender"] for i in judge.backend.workers_info} == {judgeblender.__file__}
         with CallStore(tmp_path / "ray.sqlite") as store:
             remote = write(judge_pairs([judge], pairs, *data, store=store), tmp_path / "ray.qrels")
+        # a call from synchronous code goes to a worker too, and answers as the local model does
+        request = CallRequest((Message("user", "Passage: Goldfish eat flakes, pellets and peas."),))
+        sync = judge.backend.execute(request)
+        assert sync.text == Judge(spec).backend.execute(request).text == "##final score: 3"
+        assert sync.extra["worker"]["pid"] != os.getpid()
     finally:
         judge.close()
     assert remote[0] == local[0]

@@ -31,7 +31,7 @@ class Backend(ABC):
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:
-        """What makes this model itself: file sha256, or served name + revision + endpoint."""
+        """What makes this model itself: file sha256, or served name + revision (not its endpoint)."""
 
     @abstractmethod
     def execute(self, request: CallRequest) -> CallResult:

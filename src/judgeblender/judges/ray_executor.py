@@ -26,6 +26,7 @@ Ray is imported only here, and only when `--ray` is given.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import socket
@@ -273,7 +274,9 @@ class RayBackend(Backend):
         return [i["pid"] for i in self._ray.get([a.info.remote() for a in self.actors])]
 
     def execute(self, request: CallRequest) -> CallResult:
-        raise NotImplementedError("RayBackend runs calls from the engine's event loop (aexecute)")
+        """One call from synchronous code (the engine uses aexecute): the same worker choice,
+        run to completion on an event loop of its own."""
+        return asyncio.run(self.aexecute(request))
 
     async def aexecute(self, request: CallRequest) -> CallResult:
         # the least loaded worker (by its share of its capacity); the engine never has more than
