@@ -365,6 +365,8 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     # agree, correlate, compare
     ("agree-prediction-is-a-directory", ["agree", "{tmp}/adir", "--gold", "{gold.qrels}"], "adir: expected an existing file, got 'a directory'"),
     ("agree-gold-is-a-directory", ["agree", "{pred.qrels}", "--gold", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),
+    ("agree-bootstrap-negative", ["agree", "{pred.qrels}", "--gold", "{gold.qrels}", "--bootstrap", "-1"], "--bootstrap: expected a number >= 0, got '-1'"),
+    ("agree-confidence-one", ["agree", "{pred.qrels}", "--gold", "{gold.qrels}", "--confidence", "1"], "--confidence: expected a number in (0, 1), got '1'"),
     ("correlate-runs-not-a-directory", ["correlate", "{pred.qrels}", "--gold", "{gold.qrels}", "--runs", "{notes.txt}"], "notes.txt: expected a directory of run files, got 'a file'"),
     ("correlate-confidence-nan", [*CORR, "--confidence", "nan"], "--confidence: expected a finite number, got 'nan'"),
     ("correlate-bootstrap-negative", [*CORR, "--bootstrap", "-1"], "--bootstrap: expected a number >= 0, got '-1'"),
