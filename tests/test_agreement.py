@@ -143,3 +143,106 @@ def test_report_serialises_to_json_with_null_for_nan():
     r = agreement({"q": {"a": 1, "b": 1}}, {"q": {"a": 1, "b": 1}}, name="same")
     d = json.loads(json.dumps(r.to_dict()))
     assert d["kappa"] is None and d["accuracy"] == 1.0 and d["name"] == "same"
+
+
+# --- bootstrap intervals over queries -------------------------------------------------------------
+
+def _noisy(n_queries: int, per_query: int = 30, seed: int = 0, flip: float = 0.3):
+    """Gold labels 0-3 for n_queries x per_query pairs, and a prediction that moves a label by one
+    level with probability `flip`: agreement well above chance, well below perfect."""
+    rng = np.random.default_rng(seed)
+    gold, pred = {}, {}
+    for q in range(n_queries):
+        g = rng.integers(0, 4, per_query)
+        p = np.clip(g + rng.choice([-1, 0, 1], per_query, p=[flip / 2, 1 - flip, flip / 2]), 0, 3)
+        gold[f"q{q}"] = {f"d{i}": int(x) for i, x in enumerate(g)}
+        pred[f"q{q}"] = {f"d{i}": int(x) for i, x in enumerate(p)}
+    return gold, pred
+
+
+STATS = ("kappa", "kappa_binary", "weighted_kappa_linear", "weighted_kappa_quadratic", "alpha_ordinal")
+
+
+def test_bootstrap_intervals_cover_the_point_estimate_and_are_seeded():
+    gold, pred = _noisy(40)
+    a = agreement(gold, pred, "p", bootstrap=500, seed=7, confidence=0.9)
+    b = agreement(gold, pred, "p", bootstrap=500, seed=7, confidence=0.9)
+    c = agreement(gold, pred, "p", bootstrap=500, seed=8, confidence=0.9)
+    for s in STATS:
+        lo, hi = getattr(a, s + "_ci")
+        assert lo < getattr(a, s) < hi, s
+        assert getattr(b, s + "_ci") == (lo, hi)  # same seed, same interval
+        assert getattr(c, s + "_ci") != (lo, hi)
+    assert (a.bootstrap, a.confidence, a.seed) == (500, 0.9, 7)
+    wider = agreement(gold, pred, "p", bootstrap=500, seed=7, confidence=0.99)
+    assert wider.kappa_ci[0] <= a.kappa_ci[0] and wider.kappa_ci[1] >= a.kappa_ci[1]
+
+
+def test_bootstrap_intervals_shrink_with_more_queries():
+    few = agreement(*_noisy(20, seed=1), "p", bootstrap=500)
+    many = agreement(*_noisy(320, seed=1), "p", bootstrap=500)
+    for s in STATS:  # 16 times the queries: about a quarter of the width
+        w_few, w_many = (np.diff(getattr(r, s + "_ci"))[0] for r in (few, many))
+        assert 0.15 < w_many / w_few < 0.4, s
+
+
+def test_perfect_agreement_on_every_query_gives_a_degenerate_interval_at_one():
+    gold, _ = _noisy(10)
+    for docs in gold.values():  # every query has every level: no replicate is undefined
+        docs.update({"x0": 0, "x1": 1, "x2": 2, "x3": 3})
+    r = agreement(gold, gold, "same", bootstrap=200)
+    for s in STATS:
+        assert getattr(r, s) == pytest.approx(1.0) and getattr(r, s + "_ci") == pytest.approx((1.0, 1.0)), s
+
+
+def test_one_query_gives_the_point_estimate_as_its_interval():
+    # every replicate draws the only query: all replicates are the sample itself
+    r = agreement(read_qrels_text(GOLD, keep="q1"), read_qrels_text(PRED, keep="q1"), "p", bootstrap=50)
+    for s in STATS:
+        assert getattr(r, s + "_ci") == pytest.approx((getattr(r, s),) * 2), s
+
+
+def test_bootstrap_draws_whole_queries_from_gold_and_skips_undefined_replicates():
+    # q1 labelled 3 by both, q2 labelled 0 by both: a replicate with one query only has no
+    # chance-corrected statistic (NaN) and is left out; mixed replicates have kappa 1
+    gold = {"q1": {"a": 3, "b": 3}, "q2": {"a": 0, "b": 0}}
+    r = agreement(gold, gold, "p", bootstrap=100)
+    assert r.kappa == 1.0 and r.kappa_ci == (1.0, 1.0)
+
+
+def test_no_bootstrap_gives_nan_intervals_and_null_in_json():
+    gold, pred = _noisy(5)
+    d = agreement(gold, pred, "p").to_dict()  # the library default is 0: no intervals
+    assert d["kappa_ci"] == [None, None] and d["bootstrap"] == 0
+    d = agreement(gold, pred, "p", bootstrap=20).to_dict()
+    assert all(isinstance(x, float) for x in d["alpha_ordinal_ci"])
+    json.dumps(d)
+
+
+def test_bootstrap_and_confidence_are_checked():
+    gold, pred = _noisy(3)
+    with pytest.raises(Exception, match="bootstrap"):
+        agreement(gold, pred, "p", bootstrap=-1)
+    with pytest.raises(Exception, match="confidence"):
+        agreement(gold, pred, "p", bootstrap=10, confidence=1.0)
+
+
+def test_vectorised_alpha_matches_krippendorff_on_a_stack():
+    from judgeblender.evaluate.agreement import alpha_ordinal_from_confusion
+    from judgeblender.kappa import confusion_matrix
+
+    rng = np.random.default_rng(3)
+    pairs = [(rng.integers(0, 4, 25), rng.integers(0, 4, 25)) for _ in range(20)]
+    stack = np.stack([confusion_matrix(a, b, (0, 1, 2, 3)) for a, b in pairs])
+    expected = [krippendorff.alpha(reliability_data=np.vstack([a, b]).astype(float), level_of_measurement="ordinal",
+                                   value_domain=[0, 1, 2, 3]) for a, b in pairs]
+    assert alpha_ordinal_from_confusion(stack) == pytest.approx(expected)
+
+
+def read_qrels_text(text: str, keep: str) -> dict:
+    out: dict = {}
+    for line in text.splitlines():
+        q, _, d, label = line.split()
+        if q == keep:
+            out.setdefault(q, {})[d] = int(label)
+    return out

@@ -227,3 +227,14 @@ def test_no_top_level_name_equals_a_sub_package_or_module_name():
     for name in sorted(modules - {"__main__", "cli"}):
         import_module(f"judgeblender.{name}")
     assert callable(jb.judge) and callable(jb.agreement) and callable(jb.calibrate) and callable(jb.correlate)
+
+
+def test_agreement_has_seeded_bootstrap_intervals_over_queries(run):
+    gold = {f"q{i}": {"a": i % 4, "b": (i + 1) % 4, "c": (i + 2) % 4} for i in range(12)}
+    pred = {q: {d: (l + (d == "c")) % 4 for d, l in docs.items()} for q, docs in gold.items()}
+    one = jb.agreement(gold, pred, bootstrap=300, seed=1, confidence=0.9)
+    assert one.kappa_ci[0] <= one.kappa <= one.kappa_ci[1]
+    assert jb.agreement(gold, pred, bootstrap=300, seed=1, confidence=0.9).kappa_ci == one.kappa_ci
+    assert math.isnan(jb.agreement(gold, pred, bootstrap=0).kappa_ci[0])
+    table = run.agreement(gold_frame(), bootstrap=100)
+    assert "kappa_ci" in table.columns

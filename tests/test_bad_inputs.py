@@ -367,6 +367,8 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     # agree, correlate, compare
     ("agree-prediction-is-a-directory", ["agree", "{tmp}/adir", "--gold", "{gold.qrels}"], "adir: expected an existing file, got 'a directory'"),
     ("agree-gold-is-a-directory", ["agree", "{pred.qrels}", "--gold", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),
+    ("agree-bootstrap-negative", ["agree", "{pred.qrels}", "--gold", "{gold.qrels}", "--bootstrap", "-1"], "--bootstrap: expected a number >= 0, got '-1'"),
+    ("agree-confidence-one", ["agree", "{pred.qrels}", "--gold", "{gold.qrels}", "--confidence", "1"], "--confidence: expected a number in (0, 1), got '1'"),
     ("correlate-runs-not-a-directory", ["correlate", "{pred.qrels}", "--gold", "{gold.qrels}", "--runs", "{notes.txt}"], "notes.txt: expected a directory of run files, got 'a file'"),
     ("correlate-confidence-nan", [*CORR, "--confidence", "nan"], "--confidence: expected a finite number, got 'nan'"),
     ("correlate-bootstrap-negative", [*CORR, "--bootstrap", "-1"], "--bootstrap: expected a number >= 0, got '-1'"),
@@ -395,6 +397,9 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     ("report-out-is-a-directory", [*REPORT, "-o", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
     ("report-store-missing", [*REPORT, "-o", "{tmp}/r.html", "--store", "{tmp}/none.sqlite"], "none.sqlite: expected an existing store, got 'no such file'"),
     ("report-min-judged-nan", [*REPORT, "-o", "{tmp}/r.html", "--min-judged", "nan"], "--min-judged: expected a finite number, got 'nan'"),
+    ("report-seed-qrels-missing", [*REPORT, "-o", "{tmp}/r.html", "--seed-qrels", "{tmp}/none.qrels"], "none.qrels: expected an existing file, got 'no such file'"),
+    ("report-design-is-a-directory", [*REPORT, "-o", "{tmp}/r.html", "--seed-qrels", "{gold.qrels}", "--design", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),
+    ("report-confidence-zero", [*REPORT, "-o", "{tmp}/r.html", "--confidence", "0"], "--confidence: expected a number in (0, 1), got '0'"),
     # calibrate
     ("calibrate-out-is-a-directory", [*CAL, "-o", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
     ("calibrate-folds-one", [*CAL, "-o", "{tmp}/p.toml", "--folds", "1"], "--folds: expected a number >= 2, got '1'"),

@@ -156,3 +156,25 @@ def test_correlate_json_with_groups_carries_bias(app, qrels, tmp_path):
     bias = {b["group"]: b for b in d["bias"]}
     assert bias["beta"]["mean_rank_shift"] == -1.0
     assert bias["(ungrouped)"]["runs"] == ["C", "D"]
+
+
+def test_agree_prints_bootstrap_intervals_and_json_carries_them(app, qrels, tmp_path):
+    gold, pred = qrels
+    same = tmp_path / "copy.qrels"
+    same.write_text(GOLD)
+    res = invoke(app, ["agree", "--gold", gold, pred, same, "--bootstrap", "200", "--seed", "3", "--confidence", "0.9"])
+    assert res.exit_code == 0, res.output
+    assert "90% intervals, bootstrap over the 3 gold queries" in res.output
+    assert "200 samples" in res.output and "seed 3" in res.output
+    assert "[1.00, 1.00]" in res.output  # the copy agrees perfectly on every query
+    table = res.output[res.output.index("90% intervals"):].splitlines()
+    assert max(len(line) for line in table if line.startswith(("┃", "│"))) <= 80
+    lines = [json.loads(x) for x in invoke(app, ["agree", "--gold", gold, pred, same, "--json", "--bootstrap", "200",
+                                                   "--seed", "3"]).output.splitlines()]
+    llm, copy = lines
+    assert copy["kappa_ci"] == [1.0, 1.0] and copy["bootstrap"] == 200 and copy["seed"] == 3
+    assert llm["kappa_ci"][0] <= llm["kappa"] <= llm["kappa_ci"][1]
+    assert {"kappa_binary_ci", "alpha_ordinal_ci", "weighted_kappa_linear_ci", "weighted_kappa_quadratic_ci"} <= llm.keys()
+    off = invoke(app, ["agree", "--gold", gold, pred, "--bootstrap", "0"])
+    assert "intervals" not in off.output
+    assert json.loads(invoke(app, ["agree", "--gold", gold, pred, "--bootstrap", "0", "--json"]).output)["kappa_ci"] == [None, None]

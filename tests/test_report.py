@@ -276,3 +276,84 @@ def test_compare_table_marks_holes(data):
 def test_min_judged_is_a_share(data):
     res = invoke(make_app(compare_cli), "compare", "--qrels", data["good"], "--runs", data["runs"], "--min-judged", 90)
     assert "--min-judged is a share between 0 and 1, got 90" in str(res.exception)
+
+
+# --- with a human seed: the leaderboard with PPI++ intervals and the significant orderings --------
+
+@pytest.fixture
+def seeded(tmp_path):
+    """20 queries of 8 documents with random human labels; the LLM is lenient (a label one level
+    higher 30% of the time); a seed of 10 whole queries. Runs: best (by human label), worst
+    (reversed), and two shuffles."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    queries = [f"q{i:02d}" for i in range(20)]
+    human = {q: {f"{q}d{k}": int(x) for k, x in enumerate(rng.integers(0, 4, 8))} for q in queries}
+    llm = {q: {d: min(3, x + int(rng.random() < 0.3)) for d, x in docs.items()} for q, docs in human.items()}
+    orders = {"best": lambda docs: sorted(docs, key=lambda d: (-docs[d], d)),
+              "worst": lambda docs: sorted(docs, key=lambda d: (docs[d], d)),
+              "shuffle-a": lambda docs: list(rng.permutation(sorted(docs))),
+              "shuffle-b": lambda docs: list(rng.permutation(sorted(docs)))}
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for name, order in orders.items():
+        (runs / f"{name}.run").write_text("".join(f"{q} Q0 {d} {k} {20 - k} {name}\n" for q in queries
+                                                  for k, d in enumerate(order(human[q]), start=1)))
+
+    def write(path, qrels, keep=queries):
+        path.write_text("".join(f"{q} 0 {d} {x}\n" for q in keep for d, x in qrels[q].items()))
+        return path
+
+    return {"dir": tmp_path, "runs": runs, "gold": write(tmp_path / "human.qrels", human),
+            "llm": write(tmp_path / "lenient.qrels", llm), "seed": write(tmp_path / "seed.qrels", human, queries[:10])}
+
+
+def seeded_report(s, *more):
+    out = s["dir"] / "report.html"
+    res = invoke(make_app(report_cli), "report", "--gold", s["gold"], "--pred", s["llm"], "--runs", s["runs"],
+                 "--out", out, "--bootstrap", 50, *more)
+    return out, res
+
+
+def test_a_seed_adds_the_leaderboard_with_ppi_intervals_and_the_orderings(seeded):
+    from judgeblender.evaluate.estimate import estimate
+
+    out, res = seeded_report(seeded, "--seed-qrels", seeded["seed"], "--confidence", 0.9)
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    page = Page(html)
+    assert "estimate" in page.sections and page.sections.index("estimate") == page.sections.index("leaderboard") + 1
+    rows = {r[0].removesuffix(" *"): r for r in page.table_headed("PPI++ nDCG@10", "human-only", "LLM-only")}
+    assert set(rows) == {"best", "worst", "shuffle-a", "shuffle-b"}
+    # the numbers are evaluate/estimate.py's, at the report's --confidence
+    expected = estimate(read_qrels(seeded["llm"]), read_qrels(seeded["seed"]), read_runs_dir(seeded["runs"]),
+                        ["nDCG@10"], confidence=0.9)
+    for r in expected.runs:
+        assert rows[r.run][2] == f"{r.estimate:.3f} [{r.ci_low:.2f}, {r.ci_high:.2f}]"
+    assert "90% intervals" in html and "10 human seed queries of 20" in html
+    ordered = sum(p.significant for p in expected.pairs)
+    assert ordered >= 1 and f"<b>{ordered} of 6</b> pairs of runs significantly ordered" in html
+    assert "<b>best</b> &gt; <b>worst</b>" in html
+    assert f"{ordered} of 6 pairs of runs significantly ordered" in res.output
+
+
+def test_without_a_seed_the_report_is_as_before(seeded):
+    out, res = seeded_report(seeded)
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    assert "estimate" not in Page(html).sections and "PPI++" not in html and "significantly ordered" not in html
+    assert "significantly ordered" not in res.output
+
+
+def test_a_seed_that_is_not_whole_queries_is_refused_naming_the_file(seeded):
+    seed = seeded["seed"]
+    seed.write_text("".join(seed.read_text().splitlines(keepends=True)[1:]))  # one pair of a seed query missing
+    out, res = seeded_report(seeded, "--seed-qrels", seed)
+    assert res.exit_code != 0
+    assert "seed.qrels" in str(res.exception) + res.output and "whole queries" in str(res.exception) + res.output
+
+
+def test_design_needs_a_seed(seeded):
+    _, res = seeded_report(seeded, "--design", seeded["gold"])
+    assert res.exit_code != 0 and "--seed-qrels" in str(res.exception) + res.output

@@ -167,13 +167,14 @@ class Judged:
 
         return pd.DataFrame(summary_rows(self.run))
 
-    def agreement(self, gold: Any):
-        """Per judge, its agreement with `gold` (one row per judge: n, kappa, kappa_binary, ...)."""
+    def agreement(self, gold: Any, *, bootstrap: int = 1000, seed: int = 0, confidence: float = 0.95):
+        """Per judge, its agreement with `gold` (one row per judge: n, kappa, kappa_binary, ...,
+        kappa_ci, ...: bootstrap intervals over the gold queries, see `agreement`)."""
         import pandas as pd
 
         rows, labels = [], self.labels
         for jid, mine in labels.groupby("judge", sort=False):
-            report = agreement(gold, mine, name=jid)
+            report = agreement(gold, mine, name=jid, bootstrap=bootstrap, seed=seed, confidence=confidence)
             rows.append({k: v for k, v in report.__dict__.items() if k not in ("confusion", "notes")})
         return pd.DataFrame(rows)
 
@@ -255,15 +256,19 @@ def calibrate(labels: Any, gold: Any, learner: str = "thresholds", *, folds: int
 
 # -- measuring --------------------------------------------------------------------------------
 
-def agreement(gold: Any, pred: Any, *, name: str = "prediction", invalid: int | None = None) -> AgreementReport:
+def agreement(gold: Any, pred: Any, *, name: str = "prediction", invalid: int | None = None, bootstrap: int = 1000,
+              seed: int = 0, confidence: float = 0.95) -> AgreementReport:
     """Agreement of `pred` with `gold` on the pairs both label: kappa, weighted kappas, alpha,
     accuracy, confusion. Invalid labels in `pred` are counted, not scored. Undefined statistics
-    (constant labels, no shared pair) are NaN, with a note."""
+    (constant labels, no shared pair) are NaN, with a note. kappa_ci, kappa_binary_ci,
+    weighted_kappa_*_ci and alpha_ordinal_ci: `confidence` percentile intervals from `bootstrap`
+    samples of whole gold queries drawn with replacement (seeded by `seed`; 0 samples: NaN)."""
     if convert.is_frame(pred) and "judge" in pred.columns and pred["judge"].nunique() > 1:
         raise JudgeblenderError("agreement compares one set of labels with gold; these are several judges': "
                                 "pass a blend (run.blend()), one judge's rows, or use run.agreement(gold)")
     count = convert.invalid_count(pred) if invalid is None else invalid
-    return agreement_report(convert.qrels(gold, "gold"), convert.qrels(pred, name), name, count)
+    return agreement_report(convert.qrels(gold, "gold"), convert.qrels(pred, name), name, count,
+                            bootstrap=bootstrap, seed=seed, confidence=confidence)
 
 
 def _named_labels(predictions: Any) -> dict[str, Any]:

@@ -19,6 +19,17 @@ def fmt(value: float, digits: int = 3) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
+def with_ci(value: float, ci: tuple[float, float]) -> Text:
+    """The value, and under it its interval (when there is one): two short lines keep tables narrow."""
+    if math.isnan(ci[0]):
+        return Text(fmt(value))
+    return Text(f"{fmt(value)}\n[{fmt(ci[0], 2)}, {fmt(ci[1], 2)}]")
+
+
+BOOTSTRAP_HELP = ("Bootstrap samples over the gold queries for the intervals of kappa, binary kappa, weighted "
+                  "kappas and alpha; 0 disables.")
+
+
 INVALID_LABELS_HELP = ("A predicted label that is not an integer 0..3 (e.g. '1.'): 'error' stops naming "
                        "file:line, 'abstain' leaves the pair unlabelled and counts it as invalid.")
 
@@ -50,6 +61,23 @@ def agreement_table(reports: list[AgreementReport], gold: Path, n_gold: int) -> 
     return table
 
 
+def interval_table(reports: list[AgreementReport], n_queries: int) -> Table:
+    """kappa, binary kappa and alpha with their bootstrap intervals (the weighted kappas' are in --json)."""
+    first = reports[0]
+    table = Table(
+        title=Text(f"{first.confidence:.0%} intervals, bootstrap over the {n_queries} gold queries"),
+        caption=Text(f"[lo, hi]: percentile interval, {first.bootstrap} samples of whole queries drawn with "
+                     f"replacement, seed {first.seed}. k bin: 0-1 vs 2-3. --json has the weighted kappas' too."),
+    )
+    table.add_column("prediction", min_width=12, overflow="fold")
+    for col in ("kappa", "k bin", "alpha"):
+        table.add_column(col, justify="right")
+    for r in reports:
+        table.add_row(Text(r.name), with_ci(r.kappa, r.kappa_ci), with_ci(r.kappa_binary, r.kappa_binary_ci),
+                      with_ci(r.alpha_ordinal, r.alpha_ordinal_ci))
+    return table
+
+
 def confusion_table(report: AgreementReport) -> Table:
     table = Table(title=Text(f"{report.name}: rows = gold label, columns = predicted label"))
     table.add_column("gold", justify="right")
@@ -72,6 +100,9 @@ def register(app: typer.Typer) -> None:
         invalid_labels: str = typer.Option("error", "--invalid-labels", help=INVALID_LABELS_HELP),
         binary_threshold: int = typer.Option(None, "--binary-threshold", help="Also report binary relevance (label >= T): confusion matrix, per-level binary accuracy (the paper's Table 4)."),
         alpha_level: str = typer.Option(None, "--alpha-level", help="Also report Krippendorff's alpha at this level: nominal, ordinal, interval or ratio."),
+        bootstrap: int = typer.Option(1000, "--bootstrap", help=BOOTSTRAP_HELP),
+        seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap's random generator."),
+        confidence: float = typer.Option(0.95, "--confidence", help="Coverage of the bootstrap intervals, in (0, 1)."),
     ) -> None:
         """How well predicted labels agree with gold labels, on the pairs both label."""
         check_invalid_labels(invalid_labels)
@@ -79,7 +110,8 @@ def register(app: typer.Typer) -> None:
         reports = []
         for path in predictions:
             pred, invalid = read_prediction(path, invalid_labels)
-            reports.append(agreement(gold_qrels, pred, name=path.stem, invalid=invalid))
+            reports.append(agreement(gold_qrels, pred, name=path.stem, invalid=invalid, bootstrap=bootstrap,
+                                     seed=seed, confidence=confidence))
         from .agree_binary import extra_lines, extras  # binary table and alpha level (evaluate/binary.py)
 
         more = extras(gold_qrels, [read_prediction(p, invalid_labels)[0] for p in predictions], binary_threshold,
@@ -89,6 +121,8 @@ def register(app: typer.Typer) -> None:
                 typer.echo(json.dumps({**r.to_dict(), **(more[i] if more else {})}))
             return
         console.print(agreement_table(reports, gold, sum(len(d) for d in gold_qrels.values())))
+        if bootstrap:
+            console.print(interval_table(reports, len(gold_qrels)))
         for r in reports:
             for note in r.notes:
                 console.print(f"note ({r.name}): {note}", markup=False)

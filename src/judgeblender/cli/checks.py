@@ -53,7 +53,7 @@ ROLES: dict[str, dict[str, str]] = {
                   "store_path": STORE},
     "fill": {"gold": INPUT, "llm": INPUT, "out": OUTPUT, "provenance": OUTPUT, "pairs": INPUT},
     "report": {"gold": INPUT, "preds": INPUTS, "runs_dir": DIR, "out": OUTPUT, "groups": INPUT,
-               "store": STORE_READ},
+               "store": STORE_READ, "seed_qrels": INPUT, "design": INPUT},
     "compare": {"qrels": INPUT, "runs_dir": DIR},
     "grade": {"items_path": INPUT, "models": MODELS, "prompts": PROMPTS, "out": OUTPUT, "store_path": STORE},
     "cascade": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "seed_qrels": INPUT,

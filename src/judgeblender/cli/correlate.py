@@ -17,7 +17,7 @@ from ..pairs.qrels import read_qrels
 from ..pairs.runs import read_runs_dir
 from ..fileio import atomic_write_text
 from ..pairs.qrels import read_prediction
-from .agree import INVALID_LABELS_HELP, check_invalid_labels
+from .agree import INVALID_LABELS_HELP, check_invalid_labels, with_ci
 from .console import console, err_console
 
 
@@ -25,12 +25,6 @@ def fmt(value: float, digits: int = 3, signed: bool = False) -> str:
     if value is None or math.isnan(value):
         return "n/a"
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-
-
-def with_ci(value: float, ci: tuple[float, float]) -> Text:
-    if math.isnan(ci[0]):
-        return Text(fmt(value))
-    return Text(f"{fmt(value)}\n[{fmt(ci[0], 2)}, {fmt(ci[1], 2)}]")
 
 
 def correlation_table(reports: list[CorrelationReport], bootstrap: int, seed: int) -> Table:

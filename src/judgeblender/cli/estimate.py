@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import InputError, JudgeblenderError
-from ..evaluate.estimate import TARGETS, PairDesign, design_path_for, estimate, estimate_pair_design, plan, read_design
+from ..evaluate.estimate import TARGETS, PairDesign, estimate_with_seed, plan, seed_design
 from ..pairs.qrels import read_qrels
 from ..pairs.runs import read_runs_dir
 from .console import console
@@ -55,8 +55,7 @@ def register(app: typer.Typer) -> None:
         for path, what in ((llm, "--llm"), (human, "--human")):
             if not path.is_file():
                 raise InputError(path, None, f"a qrels file for {what}", "no such file")
-        design_file = design if design is not None else design_path_for(human)
-        the_design = read_design(design_file) if (design is not None or design_file.is_file()) else None
+        the_design, design_file = seed_design(human, design)
         if do_plan != (target_width is not None):
             raise JudgeblenderError("--plan and --target-width go together")
         if do_plan and target != "collection":
@@ -64,29 +63,18 @@ def register(app: typer.Typer) -> None:
         llm_qrels = read_qrels(llm)
         human_qrels = read_qrels(human)
         runs = read_runs_dir(runs_dir)
-        if isinstance(the_design, PairDesign):
-            if do_plan or target != "collection":
-                raise JudgeblenderError("a seed of pairs (pairs-poisson design) supports neither --plan nor "
-                                        "--target superpopulation")
-            result = estimate_pair_design(llm_qrels, human_qrels, runs, measures or ["P(rel=2)@10"], the_design,
-                                          confidence=confidence, llm_path=llm, human_path=human,
-                                          design_path=design_file, pairs=not no_pairs)
-            method = dict(result.method)
-            method["design"] = str(design_file)
-            _output(result, method, as_json)
-            return
         if do_plan:
+            if isinstance(the_design, PairDesign):
+                raise JudgeblenderError("a seed of pairs (pairs-poisson design) does not support --plan")
             rows = plan(llm_qrels, human_qrels, runs, measures or [DEFAULT_MEASURE], target_width=target_width,
                         confidence=confidence, llm_path=llm, human_path=human, design=the_design,
-                        design_path=design_file if the_design else None)
+                        design_path=design_file)
             _print_plan(rows, target_width, confidence, as_json)
             return
-        result = estimate(llm_qrels, human_qrels, runs, measures or [DEFAULT_MEASURE], confidence=confidence,
-                          target=target, llm_path=llm, human_path=human, design=the_design,
-                          design_path=design_file if the_design else None, pairs=not no_pairs)
-        method = dict(result.method)
-        method["design"] = str(design_file) if the_design else "none: the seed was checked to be whole queries"
-        _output(result, method, as_json)
+        result = estimate_with_seed(llm_qrels, human_qrels, runs, measures or None, confidence=confidence,
+                                    target=target, llm_path=llm, human_path=human, design_path=design,
+                                    pairs=not no_pairs)
+        _output(result, result.method, as_json)
 
 
 def _output(result, method: dict, as_json: bool) -> None:

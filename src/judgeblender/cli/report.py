@@ -25,12 +25,29 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
         min_judged: float = typer.Option(0.9, "--min-judged", help="Flag runs whose Judged@10 is below this share."),
         title: str = typer.Option("How far can the LLM labels be trusted?", "--title"),
+        seed_qrels: Optional[Path] = typer.Option(
+            None, "--seed-qrels", help="Human labels of a random seed (whole queries, or pairs with a design): adds "
+            "each --pred's leaderboard with PPI++ intervals and the significantly ordered pairs of runs, as "
+            "`estimate` computes them."),
+        design: Optional[Path] = typer.Option(
+            None, "--design", help="Design file of --seed-qrels [default: SEED.design.json beside it, if it exists]."),
+        confidence: float = typer.Option(0.95, "--confidence",
+                                         help="Coverage of the bootstrap and the seed's intervals, in (0, 1)."),
     ) -> None:
         """Agreement, confusion matrices, leaderboards, bias by family, holes and cost, in one HTML file."""
         data = build_report(ReportInputs(gold=gold, preds=list(preds), runs_dir=runs_dir, groups=groups, store=store,
-                                         bootstrap=bootstrap, seed=seed, min_judged=min_judged, title=title), out)
+                                         bootstrap=bootstrap, seed=seed, min_judged=min_judged, title=title,
+                                         seed_qrels=seed_qrels, design=design, confidence=confidence), out)
         for a in data.agreements:
             tau = next(r.kendall_tau for r in data.correlations if r.name == a.name and r.measure == "nDCG@10")
             kappa = "n/a" if math.isnan(a.kappa) else f"{a.kappa:.3f}"
             console.print(f"{a.name}: {a.n:,} shared pairs, kappa {kappa}, nDCG@10 tau {tau:.3f}", markup=False)
+        for name, result in data.estimates.items():
+            if isinstance(result, str):
+                err_console.print(f"{name}: no seed estimate: {result}", markup=False)
+                continue
+            pairs = result.pairs
+            console.print(f"{name}: seed of {result.method['seed_queries']} queries, "
+                          f"{sum(p.significant for p in pairs)} of {len(pairs)} pairs of runs significantly ordered "
+                          f"({result.runs[0].measure}, Holm)", markup=False)
         err_console.print(f"wrote {out}", markup=False)

@@ -2,23 +2,32 @@
 
 Only pairs labelled in both count: a judge that skipped or failed on a pair is neither
 rewarded nor punished here; coverage and the caller's invalid count say how many it missed.
+
+With `bootstrap=B`, the chance-corrected statistics get percentile intervals from a bootstrap
+over the gold qrels' queries (pairs of one query are not independent, so whole queries are
+drawn, as `correlate` does for tau): one 4x4 confusion matrix per query, one count-weighted sum
+per replicate (a matrix product), and one vectorised kappa (kappa.py) or alpha call over the
+stack of B matrices.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
-from ..kappa import cohen_kappa
+from ..errors import InputError, JudgeblenderError
+from ..kappa import cohen_kappa, confusion_matrix, kappa_from_confusion
+from .bootstrap import bootstrap_query_counts, percentile_interval
 from ..pairs.qrels import Qrels, qrels_size
 
 LEVELS = (0, 1, 2, 3)
 # TREC DL convention: 2 (highly relevant) and 3 (perfectly relevant) count as relevant.
 BINARY_THRESHOLD = 2
+# The statistics that get bootstrap intervals: name -> statistic of a stack of 4x4 confusion matrices.
+INTERVAL_STATISTICS = ("kappa", "kappa_binary", "weighted_kappa_linear", "weighted_kappa_quadratic", "alpha_ordinal")
+NAN_INTERVAL = (float("nan"), float("nan"))
 
 
 @dataclass
@@ -38,29 +47,49 @@ class AgreementReport:
     confusion: list[list[int]]  # rows = gold level 0..3, columns = predicted level 0..3
     per_level_accuracy: list[float]  # recall of each gold level: confusion[i][i] / row i
     notes: list[str] = field(default_factory=list)
+    # percentile bootstrap intervals over the gold queries; (NaN, NaN) with bootstrap=0
+    kappa_ci: tuple[float, float] = NAN_INTERVAL
+    kappa_binary_ci: tuple[float, float] = NAN_INTERVAL
+    weighted_kappa_linear_ci: tuple[float, float] = NAN_INTERVAL
+    weighted_kappa_quadratic_ci: tuple[float, float] = NAN_INTERVAL
+    alpha_ordinal_ci: tuple[float, float] = NAN_INTERVAL
+    bootstrap: int = 0  # bootstrap replicates (0: no intervals)
+    confidence: float = 0.95
+    seed: int = 0
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict; NaN becomes None because JSON has no NaN."""
         return json_ready(asdict(self))
 
 
-def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0) -> AgreementReport:
+def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0, *, bootstrap: int = 0, seed: int = 0,
+              confidence: float = 0.95) -> AgreementReport:
     """Compare `pred` with `gold` on the pairs both contain.
 
     Statistics that are undefined on the shared pairs (none shared, or a rater that gives
-    one label only) are NaN and a note says why, instead of an exception.
+    one label only) are NaN and a note says why, instead of an exception. `bootstrap` > 0
+    adds `confidence` percentile intervals over the gold queries (seeded by `seed`; the draws
+    depend only on the gold queries, so each prediction's interval is the same whichever other
+    predictions are compared); a replicate where a statistic is undefined is left out of it.
     """
+    if bootstrap < 0:
+        raise JudgeblenderError(f"--bootstrap must be 0 or more, got {bootstrap}")
+    if not 0 < confidence < 1:
+        raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
     _check_levels(gold, "gold", "gold")
     _check_levels(pred, "prediction", name)
+    q_list: list[int] = []
     g_list: list[int] = []
     p_list: list[int] = []
-    for qid, docs in gold.items():
+    queries = sorted(gold)
+    for qi, qid in enumerate(queries):
         pdocs = pred.get(qid)
         if not pdocs:
             continue
-        for docid, g in docs.items():
+        for docid, g in gold[qid].items():
             p = pdocs.get(docid)
             if p is not None:
+                q_list.append(qi)
                 g_list.append(g)
                 p_list.append(p)
     g = np.asarray(g_list, dtype=int)
@@ -80,11 +109,7 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0) -> Agreemen
             notes=notes,
         )
 
-    # Imported here, not at module level: scikit-learn takes seconds to import and every
-    # CLI command loads this module, most of them without computing agreement.
-    from sklearn.metrics import confusion_matrix
-
-    cm = confusion_matrix(g, p, labels=list(LEVELS))
+    cm = confusion_matrix(g, p, LEVELS)
     row_totals = cm.sum(axis=1)
     per_level = [float(cm[i, i] / row_totals[i]) if row_totals[i] else nan for i in range(4)]
     missing_levels = [lvl for lvl in LEVELS if not row_totals[lvl]]
@@ -109,7 +134,7 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0) -> Agreemen
         kappa_binary=cohen_kappa(gb, pb, (0, 1)),
         weighted_kappa_linear=cohen_kappa(g, p, LEVELS, "linear"),
         weighted_kappa_quadratic=cohen_kappa(g, p, LEVELS, "quadratic"),
-        alpha_ordinal=_alpha_ordinal(g, p),
+        alpha_ordinal=float(alpha_ordinal_from_confusion(cm)),
         confusion=cm.astype(int).tolist(),
         per_level_accuracy=per_level,
         notes=notes,
@@ -118,24 +143,50 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0) -> Agreemen
                              "alpha_ordinal") if math.isnan(getattr(report, k))]
     if undefined:
         notes.append(f"undefined (NaN) on these pairs: {', '.join(undefined)}")
+    if bootstrap:
+        per_query = np.bincount(np.asarray(q_list) * 16 + g * 4 + p, minlength=len(queries) * 16)
+        counts = bootstrap_query_counts(len(queries), bootstrap, seed)
+        replicates = (counts @ per_query.reshape(len(queries), 16)).reshape(bootstrap, 4, 4)
+        for key, values in confusion_statistics(replicates).items():
+            setattr(report, key + "_ci", percentile_interval(values, confidence))
+        report.bootstrap, report.confidence, report.seed = bootstrap, confidence, seed
     return report
 
 
-def _alpha_ordinal(a: np.ndarray, b: np.ndarray) -> float:
-    import krippendorff
+def confusion_statistics(confusion: np.ndarray) -> dict[str, np.ndarray]:
+    """INTERVAL_STATISTICS of (stacks of) 4x4 confusion matrices (rows gold 0-3, columns predicted),
+    one value per matrix: each is one vectorised call over the whole stack."""
+    c = np.asarray(confusion, dtype=float)
+    to_binary = (np.asarray(LEVELS)[:, None] >= BINARY_THRESHOLD) == np.array([False, True])  # 4 x 2
+    binary = to_binary.T.astype(float) @ c @ to_binary.astype(float)
+    return {"kappa": kappa_from_confusion(c), "kappa_binary": kappa_from_confusion(binary),
+            "weighted_kappa_linear": kappa_from_confusion(c, "linear"),
+            "weighted_kappa_quadratic": kappa_from_confusion(c, "quadratic"),
+            "alpha_ordinal": alpha_ordinal_from_confusion(c)}
 
-    # value_domain fixes the ordinal scale to 0..3 even when a level never occurs.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            value = krippendorff.alpha(
-                reliability_data=np.vstack([a, b]).astype(float),
-                level_of_measurement="ordinal",
-                value_domain=list(LEVELS),
-            )
-        except (ValueError, ZeroDivisionError):
-            return float("nan")
-    return float(value)
+
+def alpha_ordinal_from_confusion(confusion: np.ndarray) -> np.ndarray:
+    """Krippendorff's ordinal alpha of two raters who label every unit, from (stacks of) k x k
+    confusion matrices over the ordered levels, one value per matrix; NaN where undefined. The
+    same arithmetic as `krippendorff.alpha(level_of_measurement="ordinal", value_domain=levels)`:
+    the coincidence matrix of two complete raters is C + C^T."""
+    c = np.asarray(confusion, dtype=float)
+    k = c.shape[-1]
+    flat = c.reshape(-1, k, k)
+    coincidence = flat + flat.transpose(0, 2, 1)
+    n_v = coincidence.sum(axis=2)  # (m, k): how often each value occurs
+    n = n_v.sum(axis=1)
+    cum = np.cumsum(n_v, axis=1)
+    i, j = np.indices((k, k))
+    lo, hi = np.minimum(i, j), np.maximum(i, j)
+    between = cum[:, hi] - cum[:, lo] + n_v[:, lo]  # sum of n_g for g from lo to hi
+    delta = (between - (n_v[:, i] + n_v[:, j]) / 2) ** 2
+    observed = (coincidence * delta).sum(axis=(1, 2))
+    expected = (n_v[:, :, None] * n_v[:, None, :] * delta).sum(axis=(1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = 1 - (n - 1) * observed / expected
+    value = np.where((n > 1) & (expected > 0), value, np.nan)
+    return value.reshape(c.shape[:-2])
 
 
 def _check_levels(qrels: Qrels, role: str, source: str) -> None:

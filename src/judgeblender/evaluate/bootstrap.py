@@ -1,4 +1,4 @@
-"""Bootstrap over queries: confidence intervals for leaderboard correlations.
+"""Bootstrap over queries: confidence intervals for leaderboard correlations and label agreement.
 
 Queries are drawn with replacement (one draw per `correlate` call, shared by every
 prediction and measure, so a file's interval does not depend on which other files are
@@ -53,11 +53,14 @@ class BootstrapGold:
         p = self.counts @ pred.T / self.n_queries
         tau_b, tau_ap_values = pairwise_rows(g, p)
         values = {"kendall_tau": tau_b, "spearman_rho": spearman_rows(g, p, self.ranks), "tau_ap": tau_ap_values}
-        lo_q, hi_q = 50 * (1 - confidence), 50 * (1 + confidence)
-        out = {}
-        for key, vals in values.items():
-            if np.all(np.isnan(vals)):
-                out[key] = (math.nan, math.nan)
-            else:
-                out[key] = (float(np.nanpercentile(vals, lo_q)), float(np.nanpercentile(vals, hi_q)))
-        return out
+        return {key: percentile_interval(vals, confidence) for key, vals in values.items()}
+
+
+def percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The percentile interval of bootstrap replicates; replicates where the statistic is
+    undefined (NaN) are left out, and (NaN, NaN) when every one is."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0 or np.all(np.isnan(values)):
+        return (math.nan, math.nan)
+    lo_q, hi_q = 50 * (1 - confidence), 50 * (1 + confidence)
+    return (float(np.nanpercentile(values, lo_q)), float(np.nanpercentile(values, hi_q)))

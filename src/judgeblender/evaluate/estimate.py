@@ -300,6 +300,36 @@ def method_description(target: str, confidence: float, n: int, big_n: int, n_pai
     }
 
 
+def seed_design(human_path: str | Path, design_path: str | Path | None = None) -> tuple[Design | None, Path | None]:
+    """The design of a seed and its file: `design_path` when given, else SEED.design.json beside the
+    seed when it exists (`pool --sample-queries` writes it there), else (None, None)."""
+    path = Path(design_path) if design_path is not None else design_path_for(human_path)
+    if design_path is None and not path.is_file():
+        return None, None
+    return read_design(path), path
+
+
+def estimate_with_seed(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence | None, *,
+                       confidence: float, llm_path: str | Path, human_path: str | Path,
+                       design_path: str | Path | None = None, pairs: bool = True,
+                       target: str = "collection") -> EstimateResult:
+    """`estimate` or, for a seed of pairs (a pairs-poisson design), `estimate_pair_design`, with the
+    seed's design found as `seed_design` does; `measures` None: nDCG@10 for whole queries, P(rel=2)@10
+    (linear in the labels, so unbiased under the design) for pairs. method["design"] says which."""
+    design, path = seed_design(human_path, design_path)
+    if isinstance(design, PairDesign):
+        if target != "collection":
+            raise JudgeblenderError("a seed of pairs (pairs-poisson design) supports only --target collection")
+        result = estimate_pair_design(llm, human, runs, measures or ["P(rel=2)@10"], design, confidence=confidence,
+                                      llm_path=llm_path, human_path=human_path, design_path=path, pairs=pairs)
+    else:
+        result = estimate(llm, human, runs, measures or ["nDCG@10"], confidence=confidence, target=target,
+                          llm_path=llm_path, human_path=human_path, design=design, design_path=path, pairs=pairs)
+    result.method = {**result.method, "design": str(path) if design is not None
+                     else "none: the seed was checked to be whole queries"}
+    return result
+
+
 def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, *, confidence: float = 0.9,
              target: str = "collection", llm_path: str | Path = "LLM qrels",
              human_path: str | Path = "seed qrels", design: Design | None = None,

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import JudgeblenderError
+from ..errors import InputError, JudgeblenderError
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
 from ..evaluate.bias import GroupBias, read_groups, report_bias
+from ..evaluate.estimate import EstimateResult, estimate_with_seed
 from ..evaluate.leaderboard import CorrelationReport, RunSet, correlate, evaluate_runs, parse_measures
 from ..pairs.qrels import qrels_size, read_qrels
 from ..pairs.runs import read_runs_dir
@@ -32,6 +33,9 @@ class ReportInputs:
     seed: int = 0
     min_judged: float = 0.9  # Judged@10 below this flags a run's scores as resting on holes
     title: str = "How far can the LLM labels be trusted?"
+    seed_qrels: Path | None = None  # a human seed set: adds the PPI++ leaderboard (evaluate/estimate.py)
+    design: Path | None = None  # the seed's design file [default: SEED.design.json when it exists]
+    confidence: float = 0.95  # of the bootstrap intervals and of the seed's PPI++ intervals
 
 
 @dataclass
@@ -50,6 +54,8 @@ class ReportData:
     methods: dict[str, MethodTable]  # prediction -> comparison on the prediction's own queries
     store: StoreSummary | None
     notes: list[str] = field(default_factory=list)
+    # with a seed: prediction -> its PPI++ estimate (or the reason there is none, a str)
+    estimates: dict[str, EstimateResult | str] = field(default_factory=dict)
 
 
 def _names(paths: list[Path]) -> list[str]:
@@ -65,6 +71,8 @@ def collect(inputs: ReportInputs) -> ReportData:
         raise JudgeblenderError(f"--min-judged is a share between 0 and 1, got {inputs.min_judged}")
     if not inputs.preds:
         raise JudgeblenderError("the report needs at least one --pred qrels")
+    if inputs.design is not None and inputs.seed_qrels is None:
+        raise JudgeblenderError("--design describes a --seed-qrels file: give both")
     gold = read_qrels(inputs.gold, allowed=LEVELS)
     preds = {name: read_qrels(p, allowed=LEVELS) for name, p in zip(_names(inputs.preds), inputs.preds)}
     if "human" in preds:
@@ -88,7 +96,8 @@ def collect(inputs: ReportInputs) -> ReportData:
             groups_note += f" To keep colours distinct, the smaller families {', '.join(folded)} are shown as 'other'."
 
     agreements = [agreement(gold, pred, name=name) for name, pred in preds.items()]
-    correlations = correlate(gold, preds, runs, LEADERBOARD_MEASURES, bootstrap=inputs.bootstrap, seed=inputs.seed)
+    correlations = correlate(gold, preds, runs, LEADERBOARD_MEASURES, bootstrap=inputs.bootstrap, seed=inputs.seed,
+                             confidence=inputs.confidence)
     runset = RunSet(runs, sorted(gold))
     judged_measure = parse_measures([JUDGED])
     judged = {name: evaluate_runs(runset, q, judged_measure)[JUDGED].mean(axis=1).tolist()
@@ -105,5 +114,26 @@ def collect(inputs: ReportInputs) -> ReportData:
         biases=[(r, report_bias(r, groups)) for r in correlations],
         methods={name: method_table(runs, q) for name, q in preds.items()},
         store=read_store_summary(inputs.store) if inputs.store else None, notes=notes,
+        estimates=seed_estimates(inputs, preds, runs) if inputs.seed_qrels else {},
     )
+
+
+def seed_estimates(inputs: ReportInputs, preds: dict[str, dict], runs: list) -> dict[str, EstimateResult | str]:
+    """Each prediction's leaderboard corrected by the human seed (query-level PPI++, or the design
+    estimator for a seed of pairs), from evaluate/estimate.py. A prediction the seed does not fit
+    (a seed pair it never labelled, say) gets the reason instead; if none fits, the first error."""
+    seed = read_qrels(inputs.seed_qrels, allowed=LEVELS)
+    out: dict[str, EstimateResult | str] = {}
+    errors = []
+    for name, pred in preds.items():
+        path = next(p for p in inputs.preds if p.stem == name)
+        try:
+            out[name] = estimate_with_seed(pred, seed, runs, None, confidence=inputs.confidence, llm_path=path,
+                                           human_path=inputs.seed_qrels, design_path=inputs.design)
+        except InputError as exc:
+            errors.append(exc)
+            out[name] = str(exc)
+    if len(errors) == len(preds):
+        raise errors[0]
+    return out
 

@@ -18,15 +18,24 @@ SECTIONS = (
     ("confusion", "Confusion matrices and per-level accuracy"),
     ("correlation", "Leaderboard correlation"),
     ("leaderboard", "Leaderboard under human and LLM labels"),
+    ("estimate", "Leaderboard with intervals from the human seed (PPI++)"),
     ("scatter", "Human vs LLM score per run, by system family"),
     ("methods", "Retrieval-method comparison: where the judgments have holes"),
     ("judges", "Judges: invalid outputs, cost and time"),
 )
 
 
+SHOWN_ORDERINGS = 60
+
+
+def _sections(d: ReportData) -> list[tuple[str, str]]:
+    """The sections this report has: the seed's leaderboard only when a seed set was given."""
+    return [(k, t) for k, t in SECTIONS if k != "estimate" or d.estimates]
+
+
 def render(d: ReportData) -> str:
     body = [_header(d)]
-    for key, title in SECTIONS:
+    for key, title in _sections(d):
         body.append(f'<h2 id="{key}">{escape(title)}</h2>')
         body.append(globals()[f"_{key}"](d))
     return page(d.inputs.title, "".join(body))
@@ -35,7 +44,7 @@ def render(d: ReportData) -> str:
 def _header(d: ReportData) -> str:
     i = d.inputs
     preds = ", ".join(f"{escape(n)} ({p:,} pairs)" for n, p in d.pred_pairs.items())
-    toc = "".join(f'<li><a href="#{k}">{escape(t)}</a></li>' for k, t in SECTIONS)
+    toc = "".join(f'<li><a href="#{k}">{escape(t)}</a></li>' for k, t in _sections(d))
     return (f"<h1>{escape(i.title)}</h1>"
             f'<p class="lead">Human labels <code>{escape(str(i.gold))}</code>: {d.gold_pairs:,} pairs on '
             f"{d.gold_queries} queries. LLM labels: {preds}. Runs: {len(d.runs)} from "
@@ -108,6 +117,55 @@ def _leaderboard(d: ReportData) -> str:
         out.append(table([], rows, f"Runs in the order of the human nDCG@10 leaderboard. {taus}. Judged@10: share "
                                    "of a run's top 10 that the labels cover.", left=2, raw_cells=True, head_html=head))
     return "".join(out)
+
+
+def _estimate(d: ReportData) -> str:
+    out = [f"<p>The human seed <code>{escape(str(d.inputs.seed_qrels))}</code> corrects each LLM label file's "
+           "leaderboard (prediction-powered inference, as <code>judgeblender estimate</code>; docs/estimation.md): "
+           "the estimate is unbiased for the human score and its interval holds even when the judge is lenient "
+           "or favours a family of systems. Runs are in the order of the estimate.</p>"]
+    for name, result in d.estimates.items():
+        out.append(f"<h3>{escape(name)}</h3>")
+        if isinstance(result, str):
+            out.append(f'<p class="warn">No estimate from these labels: {escape(result)}</p>')
+            continue
+        m = result.method
+        conf = m["confidence"]
+        for measure in dict.fromkeys(r.measure for r in result.runs):
+            runs = sorted((r for r in result.runs if r.measure == measure), key=lambda r: -r.estimate)
+            rows = [[escape(r.run + ("" if r.normal_ok else " *")), escape(d.groups.get(r.run, "(ungrouped)")),
+                     ci(r.estimate, (r.ci_low, r.ci_high)), ci(r.human_only, (r.human_only_low, r.human_only_high)),
+                     num(r.llm_only), num(r.lam, 2)] for r in runs]
+            seed = (f"{m['seed_pairs']} human seed pairs over {m['seed_queries']} queries" if "seed_pairs" in m
+                    else f"{m['seed_queries']} human seed queries")
+            cap = (f"{measure}, {conf:.0%} intervals [lo, hi], {seed} of {m['queries']}. PPI++: LLM labels on every "
+                   "query, corrected by the seed; human-only: the seed alone; LLM-only: no correction (biased when "
+                   "the judge is); lambda: the weight of the LLM scores. *: fails Cochran's rule on the seed, a less "
+                   f"trustworthy interval. Estimated: {m['estimand']}. Method: {m['estimator']}. "
+                   f"Design: {m['design']}.")
+            out.append(table(["run", "family", f"PPI++ {measure}", "human-only", "LLM-only", "lambda"], rows, cap,
+                             left=2, raw_cells=True))
+            out.append(_orderings([p for p in result.pairs if p.measure == measure], measure, conf))
+        out.append(notes(result.notes))
+    return "".join(out)
+
+
+def _orderings(pairs: list, measure: str, conf: float) -> str:
+    """The pairs of runs the seed orders significantly (Holm), as 'a > b' with the difference's interval."""
+    if not pairs:
+        return ""
+    sig = sorted((p for p in pairs if p.significant), key=lambda p: p.p_holm)
+    items = []
+    for p in sig[:SHOWN_ORDERINGS]:
+        hi, lo, c_lo, c_hi = ((p.run_a, p.run_b, p.ci_low_bonferroni, p.ci_high_bonferroni) if p.difference > 0
+                              else (p.run_b, p.run_a, -p.ci_high_bonferroni, -p.ci_low_bonferroni))
+        items.append(f"<li><b>{escape(hi)}</b> &gt; <b>{escape(lo)}</b>: by {num(abs(p.difference))}, "
+                     f"Bonferroni interval [{num(c_lo)}, {num(c_hi)}], Holm p {p.p_holm:.2g}</li>")
+    more = (f"<li>... and {len(sig) - SHOWN_ORDERINGS} more (<code>judgeblender estimate --json</code> lists every "
+            "pair)</li>" if len(sig) > SHOWN_ORDERINGS else "")
+    return (f'<p class="orderings">{escape(measure)}: <b>{len(sig)} of {len(pairs)}</b> pairs of runs significantly ordered '
+            f"(Holm's step-down, family-wise error {1 - conf:.2g}; a pair also needs its seed to pass Cochran's "
+            f"rule).</p><ul>{''.join(items)}{more}</ul>")
 
 
 def _scatter(d: ReportData) -> str:
