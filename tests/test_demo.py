@@ -72,3 +72,19 @@ def test_piped_tables_are_not_cut(tmp_path):
     out = subprocess.run([sys.executable, "-m", "judgeblender", "agree", str(pred), "--gold", str(gold)],
                          env=env, capture_output=True, text=True, timeout=120).stdout
     assert "alpha" in out and "wk quad" in out and "…" not in out, out
+
+
+def test_agree_tables_fit_80_columns_without_cutting_a_figure(tmp_path):
+    """On an 80-column terminal (COLUMNS=80) the agreement table keeps every header and figure
+    whole ("alpha", "100.0%", not "alp…", "100.…") and no line is wider than 80."""
+    gold = tmp_path / "gold.qrels"
+    gold.write_text("1 0 a 0\n1 0 b 2\n2 0 c 3\n2 0 d 1\n")
+    pred = tmp_path / "a-long-prediction-file-name.qrels"
+    pred.write_text("1 0 a 0\n1 0 b 1\n2 0 c 3\n2 0 d 1\n")
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-m", "judgeblender", "agree", str(pred), "--gold", str(gold)],
+                         env=env, capture_output=True, text=True, timeout=120).stdout
+    # the tables' lines: not the titles (a file path) and captions, which wrap as the terminal does
+    table = [line for line in out.splitlines() if not line.startswith(("Agreement with", "Only pairs", "[lo, hi]"))]
+    assert "alpha" in out and "wk quad" in out and "100.0%" in out and "…" not in out, out
+    assert max(map(len, table)) <= 80, out

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -41,16 +42,17 @@ def check_invalid_labels(invalid_labels: str) -> None:
 
 def agreement_table(reports: list[AgreementReport], gold: Path, n_gold: int) -> Table:
     # Text(), not strings: rich would read brackets in file names as markup.
+    # no vertical rules and one space between columns: nine figures and a name fit 80 columns
     table = Table(
-        title=Text(f"Agreement with {gold} ({n_gold} pairs)"),
-        caption="Only pairs labelled in both files count. pairs: labelled in both; invalid: unreadable "
+        title=Text(f"Agreement with {gold} ({n_gold} pairs)"), box=box.SIMPLE_HEAD, padding=(0, 0, 0, 1),
+        caption="Only pairs labelled in both files count. pairs: labelled in both; inv: unreadable "
                 "predicted labels (--invalid-labels abstain); cover: pairs / gold pairs; "
                 "acc: exact accuracy; kappa: Cohen's on 0-3; k bin: on 0-1 vs 2-3; wk lin, wk quad: "
                 "linearly and quadratically weighted kappa; alpha: Krippendorff's, ordinal.",
     )
     table.add_column("prediction", min_width=12, overflow="fold")
-    for col in ("pairs", "invalid", "cover", "acc", "kappa", "k bin", "wk lin", "wk quad", "alpha"):
-        table.add_column(col, justify="right")
+    for col in ("pairs", "inv", "cover", "acc", "kappa", "k bin", "wk lin", "wk quad", "alpha"):
+        table.add_column(col, justify="right", no_wrap=True)
     for r in reports:
         coverage = "n/a" if math.isnan(r.coverage) else f"{r.coverage:.1%}"
         table.add_row(
