@@ -131,3 +131,13 @@ class Blender:
 def blend(table: BallotTable, method: str = "mv", **settings) -> BlendResult:
     """Blend a table in one call: `blend(table, "mv", tie="random", seed=0)`."""
     return Blender(method, **settings).blend(table)
+
+
+def fitted_blender(method: str | None, tie: str, weights=None, thresholds=None, seed: int = 0) -> Blender:
+    """The Blender of a calibrated choice: learned weights make a weighted vote, learned cut
+    points an expected-label blend, anything else the plain rule (mv when none is named)."""
+    if method == "weighted":
+        return Blender("weighted", tie=tie, seed=seed, weights=weights)
+    if thresholds is not None:
+        return Blender("prob-expected", thresholds=thresholds)
+    return Blender(method or "mv", tie=tie, seed=seed)

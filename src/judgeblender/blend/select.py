@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..kappa import cohen_kappa, fold_mean_se
-from .blender import Blender
+from .blender import Blender, fitted_blender
 from .votes import ABSTAIN, LABELS, N_LABELS, BallotTable
 
 EXHAUSTIVE_MAX = 8  # candidate judges up to which every subset is scored
@@ -348,11 +348,7 @@ def fit_choice(c: Choice, table: BallotTable, gold: Mapping[str, Mapping[str, in
 
 
 def blender_of(c: Choice, seed: int = 0) -> Blender:
-    if c.method == "weighted":
-        return Blender("weighted", tie=c.tie, seed=seed, weights=c.weights)
-    if c.thresholds is not None:
-        return Blender("prob-expected", thresholds=c.thresholds)
-    return Blender(c.method, tie=c.tie, seed=seed)
+    return fitted_blender(c.method, c.tie, c.weights, c.thresholds, seed)
 
 
 def apply_choice(c: Choice, table: BallotTable, seed: int = 0) -> np.ndarray:

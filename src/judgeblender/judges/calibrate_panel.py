@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..blend import BallotTable, Blender, blend
+from ..blend.blender import fitted_blender
 from ..blend.calibrate import evaluate_split, fit_blend, gold_vector, split_by_queries
 from ..errors import JudgeblenderError
 from ..kappa import cohen_kappa, fold_mean_se
@@ -153,8 +154,4 @@ def calibrate(table: BallotTable, gold: dict[str, dict[str, int]], folds: int = 
 
 
 def blender_for(c: Candidate, seed: int = 0) -> Blender:
-    if c.method == "weighted":
-        return Blender("weighted", tie=c.tie, seed=seed, weights=c.weights)
-    if c.thresholds is not None:
-        return Blender("prob-expected", thresholds=c.thresholds)
-    return Blender(c.method or "mv", tie=c.tie, seed=seed)
+    return fitted_blender(c.method, c.tie, c.weights, c.thresholds, seed)
