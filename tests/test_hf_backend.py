@@ -313,7 +313,7 @@ def test_registry_options_threads_and_dtype(tiny_dir):
 
     before = torch.get_num_threads()
     try:
-        b = create_backend(f"hf:{tiny_dir}", n_threads=1, dtype="float32", concurrency=8)
+        b = create_backend(f"hf:{tiny_dir}", n_threads=1, dtype="float32")
         assert torch.get_num_threads() == 1
         assert b.model.dtype == torch.float32
         assert b.max_concurrency == 1

@@ -433,7 +433,7 @@ def test_identity_without_credentials(openai_server_factory):
 def test_base_url_from_environment(openai_server_factory, monkeypatch):
     srv = openai_server_factory(answers="1")
     monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-    b = create_backend("openai:judge-model", concurrency="2", n_threads=4)  # a command-wide flag it ignores
+    b = create_backend("openai:judge-model", concurrency="2")
     try:
         assert isinstance(b, OpenAICompatBackend) and b.max_concurrency == 2
         assert b.execute(gen()).text == "1"

@@ -7,7 +7,8 @@ import pytest
 
 import judgeblender as jb
 from judgeblender.backends import registry
-from judgeblender.backends.registry import BackendOptions, Provider, check_options, create_backend, is_scorer
+from judgeblender.backends.registry import (BackendOptions, Provider, check_options, command_options, create_backend,
+                                            is_scorer)
 from judgeblender.backends.scripted import ScriptedBackend
 from judgeblender.errors import InputError, JudgeblenderError
 from judgeblender.judges import Judge, JudgeSpec, build_judge
@@ -35,9 +36,19 @@ def test_values_are_coerced_to_the_declared_types():
     assert check_options("openai:x", {"concurrency": "3", "timeout_s": "1.5"}).concurrency == 3
 
 
-def test_command_wide_flags_are_ignored_by_providers_that_do_not_declare_them():
-    options = check_options("scripted:x.json", {"n_threads": 2, "base_url": "http://h", "concurrency": 2})
-    assert options.concurrency == 2 and not hasattr(options, "base_url")
+def test_command_wide_flags_reach_only_the_judges_whose_provider_declares_them():
+    shared = {"n_threads": 2, "base_url": "http://h", "concurrency": 2, "concurreny": 3}
+    kept = command_options("scripted:x.json", shared)
+    assert kept == {"concurrency": 2, "concurreny": 3}  # a misspelt key stays, to be refused
+    with pytest.raises(JudgeblenderError, match="unknown option 'concurreny'"):
+        check_options("scripted:x.json", kept)
+
+
+def test_a_judges_own_option_its_provider_does_not_declare_is_an_error():
+    with pytest.raises(JudgeblenderError, match="judge llamacpp:default: unknown option 'concurrency'"):
+        check_options("llamacpp:default", {"concurrency": 4})
+    with pytest.raises(JudgeblenderError, match="unknown option 'base_url'"):
+        check_options("scripted:x.json", {"base_url": "http://h"})
 
 
 def test_scorer_judges_check_their_options_through_the_same_registry():

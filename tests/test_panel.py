@@ -54,7 +54,7 @@ def test_panel_file(tmp_path):
     panel = load_panel(path, "generate", {"n_threads": 2})
     assert panel.method == "weighted" and panel.weights() == {"a": 2.0, "b": 1.0}
     assert [s.mode for s in panel.judges] == ["generate", "logprobs"]
-    assert panel.judges[0].options == {"n_threads": 2}
+    assert panel.judges[0].options == {}  # the command's n_threads: a scripted model declares no threads
 
 
 @pytest.mark.parametrize("body,expected", [

@@ -28,7 +28,7 @@ from .evaluate import AgreementReport, correlate as correlate_reports
 from .evaluate import agreement as agreement_report
 from .evaluate.leaderboard import DEFAULT_MEASURES
 from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, summary_rows
-from .backends.registry import is_scorer
+from .backends.registry import command_options, is_scorer
 from .judges.panel import Panel, ballots_from_run, get_panel
 
 JudgeLike = "str | JudgeSpec | Mapping[str, Any]"
@@ -46,7 +46,7 @@ def _spec(judge: Any, prompt: str, mode: str, options: Mapping[str, Any]) -> Jud
     if not isinstance(judge, Mapping) or "model" not in judge:
         raise JudgeblenderError(f"a judge is a model string, a JudgeSpec or a dict with a 'model'; got {judge!r}")
     fields = dict(judge)
-    fields["options"] = {**options, **fields.get("options", {})}
+    fields["options"] = {**command_options(fields["model"], options), **fields.get("options", {})}
     if is_scorer(fields["model"]):
         fields.setdefault("id", fields["model"])
     else:

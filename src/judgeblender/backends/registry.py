@@ -25,8 +25,9 @@ from .base import Backend
 
 Factory = Callable[..., Backend]
 
-# Settings the command line hands to every judge of a panel (--threads, --base-url, --concurrency
-# ...): a provider that does not declare one ignores it. Any other unknown key is an error.
+# Settings the command line gives every judge of a panel (--threads, --base-url, --concurrency
+# ...): `command_options` keeps those a judge's provider declares. A judge's own options are
+# checked whole: any key its provider does not declare is an error.
 COMMAND_WIDE = frozenset({"n_threads", "base_url", "api_key_env", "concurrency", "timeout_s", "context_tokens"})
 
 
@@ -52,7 +53,7 @@ class Provider:
         if self.options is None:
             return dict(options)
         fields = self.options.model_fields
-        given = {k: v for k, v in options.items() if k in fields or k not in COMMAND_WIDE}
+        given = dict(options)
         for key in given:
             if key not in fields:
                 near = difflib.get_close_matches(key, list(fields), n=1)
@@ -136,6 +137,17 @@ def is_scorer(model: str) -> bool:
     if prefix not in _REGISTERED and prefix not in {ep.name for ep in entry_points(group="judgeblender.backends")}:
         return False
     return provider(prefix).judge is not None
+
+
+def command_options(model: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings shared by every judge of a command or a jury, as they apply to this model: the
+    COMMAND_WIDE ones its provider does not declare are left out (a served model has no
+    threads); every other key stays, so a misspelt one is still an error when checked."""
+    found = provider(split_model_string(model)[0])
+    if found.options is None:  # a plain factory declares nothing: it gets them all, as before
+        return dict(options)
+    fields = found.options.model_fields
+    return {k: v for k, v in options.items() if k in fields or k not in COMMAND_WIDE}
 
 
 def check_options(model: str, options: Mapping[str, Any], owner: str | None = None) -> Any:

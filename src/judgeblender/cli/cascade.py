@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from ..errors import JudgeblenderError
+from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge
 from ..judges.cascade import CascadePolicy, cascade
 from ..judges.factory import PAIR_JUDGES
@@ -83,11 +84,11 @@ def register(app: typer.Typer) -> None:
         pair_list = read_pairs(pairs, pairs_format, depth)
         passages = read_corpus(corpus, wanted={p.docid for p in pair_list})
         scorer_opts = _scorer_options(threshold, thresholds, seed_qrels, fit)
-        if threads:
-            scorer_opts["n_threads"] = threads
-        cheap_judges = [build_judge(JudgeSpec(model=m, options=dict(scorer_opts))) for m in cheap]
+        shared = {"n_threads": threads} if threads else {}
+        cheap_judges = [build_judge(JudgeSpec(model=m, options={**scorer_opts, **command_options(m, shared)}))
+                        for m in cheap]
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, None)
-        llm_specs = [JudgeSpec(model=m, prompt=prompt, mode=mode, options=dict(opts), id=f"{m}/{prompt}/{mode}",
+        llm_specs = [JudgeSpec(model=m, prompt=prompt, mode=mode, options=command_options(m, opts), id=f"{m}/{prompt}/{mode}",
                                min_choice_mass=min_choice_mass) for m in models]
         make_judge = build_judge
         if ray_address is not None:  # the LLM judges' calls on Ray; the cheap scorers stay here

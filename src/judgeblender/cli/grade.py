@@ -21,6 +21,7 @@ from rich.table import Table
 
 from .. import asyncrun
 from ..errors import JudgeblenderError
+from ..backends.registry import command_options
 from ..judges import JudgeSpec
 from ..jury import Jury
 from ..jury.grading import item_record, jury_summary, read_items
@@ -98,7 +99,7 @@ def register(app: typer.Typer) -> None:
         needed = list(dict.fromkeys(f for t in templates for f in t.inputs))
         items = read_items(items_path, needed)  # before any model loads: bad input fails fast
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, None)
-        specs = [JudgeSpec(model=m, prompt=p, options=opts, invalid_policy=invalid_policy, seed=seed)
+        specs = [JudgeSpec(model=m, prompt=p, options=command_options(m, opts), invalid_policy=invalid_policy, seed=seed)
                  for m in models for p in prompts]
         make_judge = None
         if ray_address is not None:  # Ray is imported only here; one set of workers per model

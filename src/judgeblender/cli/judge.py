@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from ..backends.batch import BatchRequests, use_batch_files
+from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..judges.injection import describe, flag_pairs
@@ -147,7 +148,8 @@ def register(app: typer.Typer) -> None:
                               mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
                               json_summary, batch_read, batch_write, min_choice_mass, ray_address, ray_workers)
             return
-        spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=opts, allow_fallback=allow_fallback,
+        spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=command_options(model, opts),
+                         allow_fallback=allow_fallback,
                          invalid_policy=invalid_policy, seed=seed, min_choice_mass=min_choice_mass)
         if ray_address is not None:  # Ray is imported only here
             from .ray_run import ray_judge_cli

@@ -13,6 +13,7 @@ import json
 from importlib.resources import files
 from pathlib import Path
 
+from ..backends.registry import command_options
 from ..blend import BallotTable, Vote
 from ..calls import call_key
 from ..hashing import sha256_text
@@ -27,7 +28,7 @@ def DEMO_JURY(threads: int | None = None) -> list[JudgeSpec]:
     opts = {"n_threads": threads} if threads else {}
     return [JudgeSpec(model="llamacpp:default", prompt="umbrela", mode="logprobs", options=dict(opts)),
             JudgeSpec(model="llamacpp:gemma-270m", prompt="umbrela", mode="logprobs", options=dict(opts)),
-            JudgeSpec(model="embed:default", options=dict(opts))]
+            JudgeSpec(model="embed:default", options=command_options("embed:default", opts))]
 
 
 def SEED_FILE() -> Path:

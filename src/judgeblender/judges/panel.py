@@ -81,16 +81,20 @@ def _assign_ids(specs: list[JudgeSpec]) -> None:
 
 
 def preset(name: str, models: list[str] | None, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
+    from ..backends.registry import command_options
+
     if name == "promptblender":
         model = (models or ["llamacpp:default"])[0]
-        specs = [JudgeSpec(model=model, prompt=p, mode=mode, options=dict(options), **spec_kw) for p in PROMPTBLENDER_PROMPTS]
+        specs = [JudgeSpec(model=model, prompt=p, mode=mode, options=command_options(model, options), **spec_kw)
+                 for p in PROMPTBLENDER_PROMPTS]
     elif name == "llmblender":
         seats = LLMBLENDER_DEFAULT
         if models:
             if len(models) != 3:
                 raise JudgeblenderError("the llmblender preset takes three models (--panel-model three times)")
             seats = tuple(zip(models, (p for _, p in LLMBLENDER_DEFAULT)))
-        specs = [JudgeSpec(model=m, prompt=p, mode=mode, options=dict(options), **spec_kw) for m, p in seats]
+        specs = [JudgeSpec(model=m, prompt=p, mode=mode, options=command_options(m, options), **spec_kw)
+                 for m, p in seats]
     elif name == "umbrela":
         specs = [JudgeSpec(model=(models or ["llamacpp:default"])[0], prompt="umbrela", mode=mode,
                            options=dict(options), **spec_kw)]
@@ -174,7 +178,7 @@ def _check_aggregator_fields(path: Path, where_is: _TomlLines, data: dict) -> No
 
 def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
     """Read and check a panel file: unknown keys, prompts or model prefixes are errors naming it."""
-    from ..backends.registry import check_options, is_scorer, known_prefixes
+    from ..backends.registry import check_options, command_options, is_scorer, known_prefixes
 
     path = Path(path)
     try:
@@ -220,7 +224,7 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
             except TemplateError as exc:
                 raise InputError(path, where_is.key("prompt", header), f"{where}: a known prompt",
                                  f"{prompt} ({exc})") from None
-        judge_options = {**options, **j.get("options", {})}
+        judge_options = {**command_options(model, options), **j.get("options", {})}
         try:  # now, naming the line, not when the judge is built
             check_options(model, judge_options, j.get("id") or model)
         except JudgeblenderError as exc:

@@ -318,9 +318,11 @@ def load_tiebreaker(path: str | Path, mode: str, options: Mapping[str, Any],
                     **spec_kw) -> tuple[JudgeSpec, int | None, float | None] | None:
     """The [tiebreaker] table as `judge --panel` runs it: (spec, spread, margin), one of the two
     None; None when the panel has no tie-breaker."""
+    from ..backends.registry import command_options
+
     table = read_tiebreaker_table(path, mode)
     if table is None:
         return None
-    spec = JudgeSpec(model=table.model, prompt=table.prompt, mode=table.mode, options={**options, **table.options},
+    spec = JudgeSpec(model=table.model, prompt=table.prompt, mode=table.mode, options={**command_options(table.model, options), **table.options},
                      id=table.id, **spec_kw)
     return spec, table.spread, table.margin

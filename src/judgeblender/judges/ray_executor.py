@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backends.base import Backend, LogprobsUnsupported
+from ..backends.registry import command_options
 from ..calls import CallRequest, CallResult
 from ..errors import BackendError, JudgeblenderError, MissingExtraError
 
@@ -222,7 +223,8 @@ class RayBackend(Backend):
                 raise
             raise JudgeblenderError(f"{exc}; {share} models hold Ray workers at once here, each planned on "
                                     f"1/{share} of the cluster") from None
-        backend_options["concurrency"] = self.plan.concurrency  # each worker's share of a served model's
+        # each worker's share of a served model's concurrency (an embedded model declares none)
+        backend_options.update(command_options(model, {"concurrency": self.plan.concurrency}))
         actor = ray.remote(JudgeWorker).options(
             num_cpus=self.plan.cpus, num_gpus=self.plan.gpus, max_restarts=MAX_RESTARTS,
             max_task_retries=MAX_TASK_RETRIES, max_concurrency=self.plan.concurrency)
