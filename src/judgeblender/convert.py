@@ -163,9 +163,7 @@ def runs(given: Any) -> list:
                 out.append(read_run(run, name=str(name)))
                 continue
             scores = run_scores(run, f"run {name}")
-            # trec_eval's order: score descending, ties by docid descending
-            ranking = {q: sorted(docs.items(), key=lambda ds: (ds[1], ds[0]), reverse=True)
-                       for q, docs in scores.items()}
-            out.append(Run(str(name), str(name), ranking))
+            # Run ranks them by trec_eval's rule (pairs/runs.py, trec_eval_ranking)
+            out.append(Run(str(name), str(name), {q: list(docs.items()) for q, docs in scores.items()}))
         return out
     return [r if isinstance(r, Run) else read_run(r) for r in given]

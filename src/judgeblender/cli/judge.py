@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from ..backends.batch import BatchRequests, use_batch_files
 from ..backends.registry import command_options
-from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
+from ..judges import JudgeSpec, build_judge, judge_pairs, resolve_pairs, summary_rows
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import final_labels, write_details, write_qrels_file
@@ -142,6 +142,9 @@ def register(app: typer.Typer) -> None:
         if limit is not None:
             pair_list = pair_list[:limit]
         passages = read_corpus(corpus, wanted={p.docid for p in pair_list})
+        # the validation pass: a missing query or passage is an error before any model is built,
+        # Ray is started or the store is created (the engine checks again, for library callers)
+        resolve_pairs(pair_list, query_map, passages, skip_missing, str(queries), str(corpus))
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
         if panel:
             _judge_with_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts,

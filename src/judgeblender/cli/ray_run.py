@@ -1,4 +1,7 @@
-"""`--ray` for the commands that run judges: join or start Ray, build the judge on it, stop after."""
+"""`--ray` for the commands that run judges: join or start Ray, build the judge on it, stop after.
+
+The command's own inputs (pairs, queries, passages) are checked before these are called; here
+the judges' declarations and the Ray options are, before Ray is started or joined."""
 
 from __future__ import annotations
 
@@ -10,12 +13,10 @@ from .console import err_console
 
 def ray_judge_cli(spec, address: str, workers: int | None, batch: object = None):
     """The judge for `spec`, its calls run by Ray workers (see judges/ray_executor.py)."""
-    from ..judges.ray_executor import connect, ray_judge
+    from ..judges.ray_executor import check_judges, connect, ray_judge
 
-    if batch:
-        raise JudgeblenderError("--ray and --batch-read/--batch-write cannot be combined")
-    if workers is not None and workers < 1:
-        raise JudgeblenderError(f"--ray-workers must be at least 1, got {workers}")
+    _check_options(batch, workers)
+    check_judges([spec], scorers_on_driver=False)  # before Ray starts
     connect(address)
     atexit.register(ray_done)  # the runtime (if ours) and the workers go, whatever happens
     judge = ray_judge(spec, workers)
@@ -27,15 +28,20 @@ def ray_judges_cli(specs, address: str, workers: int | None, batch: object = Non
     """For the commands that run several judges (judge --panel, grade, cascade): a judge factory
     (judges/ray_executor.py's RayJudges) whose LLM judges' calls run on Ray workers; call its
     `close()` at the end."""
-    from ..judges.ray_executor import RayJudges, connect
+    from ..judges.ray_executor import RayJudges, check_judges, connect
 
+    _check_options(batch, workers)
+    check_judges(specs)  # before Ray starts
+    connect(address)
+    atexit.register(ray_done)
+    return RayJudges(specs, workers, on_start=_say_started)
+
+
+def _check_options(batch: object, workers: int | None) -> None:
     if batch:
         raise JudgeblenderError("--ray and --batch-read/--batch-write cannot be combined")
     if workers is not None and workers < 1:
         raise JudgeblenderError(f"--ray-workers must be at least 1, got {workers}")
-    connect(address)
-    atexit.register(ray_done)
-    return RayJudges(specs, workers, on_start=_say_started)
 
 
 def _say_started(model: str, backend) -> None:

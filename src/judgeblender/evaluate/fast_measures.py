@@ -3,9 +3,15 @@
 Correlating leaderboards evaluates the same runs under many qrels. The measures declared in
 SUPPORTED_MEASURES (as ir_measures' providers declare theirs) are computed here with numpy
 over one matrix of every ranking, built once per run set and reused for every qrels, with
-trec_eval's own arithmetic: the same per-query values ir_measures gives through pytrec_eval
-(and its Judged provider), bit for bit. `supports(measure)` says whether a parsed measure is
-one of them; evaluate/leaderboard.py sends the others to ir_measures.
+trec_eval's own arithmetic: the same per-query values ir_measures gives through pytrec_eval,
+bit for bit. `supports(measure)` says whether a parsed measure is one of them;
+evaluate/leaderboard.py sends the others to ir_measures.
+
+Judged@k is the share of trec_eval's top k (the rows' order: pairs/runs.py, trec_eval_ranking)
+that has a label: the top k the pool judged and nDCG@k scores. ir_measures' own Judged provider
+(ir_measures/providers/judged_provider.py) sorts a run by score then docid ascending, in float64,
+so on a run with tied scores at the cut it can count other documents than nDCG@k scores; here it
+never does, and Judged@k is computed here whatever the qrels' labels (evaluate_runs).
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ def _int_param(measure, name: str, default: int | None) -> int | None:
 
 
 def fast_kind(measure) -> str | None:
-    """The measures the rank matrix computes exactly as trec_eval (or ir_measures' Judged) does."""
+    """The measures the rank matrix computes exactly as trec_eval does (Judged: as ir_measures'
+    Judged counts, on trec_eval's top k)."""
     name, params = measure.NAME, measure.params
     if params.get("judged_only", False) is not False or params.get("dcg", "log2") != "log2":
         return None
@@ -58,13 +65,13 @@ _UNJUDGED = -1
 
 class RankMatrix:
     """Each (run, query) ranking of a RunSet as one row of document codes, in trec_eval's
-    order (score descending, ties by docid descending), padded to the longest ranking."""
+    order (pairs/runs.py, trec_eval_ranking), padded to the longest ranking."""
 
     def __init__(self, runset: RunSet):
         n_q = len(runset.queries)
         self.n_queries = n_q
         self.qindex = {q: i for i, q in enumerate(runset.queries)}
-        rows, docs, scores = [], [], []
+        rows, docs = [], []
         for r, run in enumerate(runset.runs):
             cols = run.columns()
             for i, q in enumerate(cols.qids):
@@ -73,13 +80,11 @@ class RankMatrix:
                 if qi is not None and hi > lo:
                     rows.append(r * n_q + qi)
                     docs.append(cols.docs[lo:hi])
-                    scores.append(cols.scores[lo:hi])
         n_rows = len(runset.runs) * n_q
         self.lengths = np.zeros(n_rows, dtype=np.int64)
         self.lengths[rows] = [len(d) for d in docs]
         self.width = max(1, int(self.lengths.max()) if n_rows else 1)
         self.row_query = np.tile(np.arange(n_q), len(runset.runs))
-        self._docs, self._scores, self._rows = docs, scores, rows
         all_docs = np.concatenate(docs) if docs else np.array([], dtype=str)
         packed, packable = pack_ids(all_docs)
         self.packed = bool(packable.all())
@@ -90,28 +95,14 @@ class RankMatrix:
         self.sentinel = n_keys  # the table slot of "no document here"
         self.keys = np.full((n_rows, self.width), self.sentinel, dtype=dtype)
         if docs:
+            # the runs are in trec_eval's order already (pairs/runs.py, trec_eval_ranking)
             sizes = np.array([len(d) for d in docs])
             starts = np.cumsum(sizes) - sizes
-            # trec_eval ranks by the score as a C float (float32): scores that differ only
-            # beyond float32 precision tie there, and the tie goes to the larger docid.
-            all_scores = np.concatenate(scores)
-            s32 = all_scores.astype(np.float32)
-            new_tie = np.flatnonzero((s32[1:] == s32[:-1]) & (all_scores[1:] != all_scores[:-1]))
-            for j in np.unique(np.searchsorted(starts, new_tie, side="right") - 1).tolist():
-                lo, hi = starts[j], starts[j] + sizes[j]
-                if hi - lo < 2 or not np.any((s32[lo + 1:hi] == s32[lo:hi - 1]) & (
-                        all_scores[lo + 1:hi] != all_scores[lo:hi - 1])):
-                    continue  # the pair straddled two rows
-                order = np.lexsort((-codes[lo:hi], -s32[lo:hi]))
-                codes[lo:hi] = codes[lo:hi][order]
-                docs[j], scores[j] = docs[j][order], scores[j][order]
             row_of = np.repeat(np.array(rows), sizes)
             col_of = np.arange(len(codes)) - np.repeat(starts, sizes)
             self.keys[row_of, col_of] = codes + (row_of % n_q) * len(self.vocab)
         # trec_eval's discount for rank i + 1: log2(i + 2), with C's log2 (math.log2) for equal bits
         self.discount = np.array([math.log2(i + 2) for i in range(self.width)])
-        self._ties_at: dict[int, list[int]] = {}
-        self._row_index = {row: i for i, row in enumerate(rows)}
 
     def labels(self, qrels: Mapping[str, Mapping[str, int]], depth: int | None) -> np.ndarray:
         """(rows x depth) int8 labels of the ranked documents; _UNJUDGED for unlabelled and padding."""
@@ -131,24 +122,6 @@ class RankMatrix:
             table[qi[hit] * n_vocab + pos[hit]] = values[hit]
         keys = self.keys if depth is None or depth >= self.width else self.keys[:, :depth]
         return table[keys]
-
-    def ties_at(self, k: int) -> list[int]:
-        """Rows whose k-th and (k+1)-th documents tie in score: where the order of ties matters at k."""
-        if k not in self._ties_at:
-            # float32 ties too: the matrix's order may differ from ir_measures' there
-            self._ties_at[k] = [row for row, s in zip(self._rows, self._scores)
-                                if len(s) > k and np.float32(s[k - 1]) == np.float32(s[k])]
-        return self._ties_at[k]
-
-    def row_docs(self, row: int, k: int) -> list[tuple[str, float]]:
-        """The row's first k documents and every one tied (as float32) with the k-th: any order
-        of scores (float64, float32) puts the same documents above that tie."""
-        i = self._row_index[row]
-        s32 = self._scores[i].astype(np.float32)
-        end = k
-        while end < len(s32) and s32[end] == s32[k - 1]:
-            end += 1
-        return list(zip(self._docs[i][:end].tolist(), self._scores[i][:end].tolist()))
 
 
 def fits_int8(qrels: Mapping[str, Mapping[str, int]]) -> bool:
@@ -209,15 +182,11 @@ def fast_values(runset: RunSet, qrels: Mapping[str, Mapping[str, int]], measures
         elif kind == "p":
             k, rel_level = int(m.params["cutoff"]), int(m.params.get("rel", 1))
             values = np.count_nonzero(labels[:, :k] >= rel_level, axis=1) / float(k)
-        else:  # judged: ir_measures' own provider, which breaks score ties by docid ascending
+        else:  # judged: ir_measures' Judged arithmetic, on trec_eval's top k (see the module doc)
             k = int(m.params["cutoff"])
             judged = np.count_nonzero(labels[:, :k] != _UNJUDGED, axis=1)
             with np.errstate(invalid="ignore", divide="ignore"):
                 values = judged / np.minimum(k, mat.lengths)
-            for row in mat.ties_at(k):
-                qid = runset.queries[row % n_q]
-                top = sorted(mat.row_docs(row, k), key=lambda e: (-e[1], e[0]))[:k]
-                values[row] = sum(d in qrels.get(qid, {}) for d, _ in top) / k
             scored_j = scored & np.array([bool(qrels.get(q)) for q in runset.queries])[mat.row_query]
             out[str(m)][:] = np.where(scored_j, values, 0.0).reshape(out[str(m)].shape)
             continue

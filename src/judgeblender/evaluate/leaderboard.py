@@ -19,10 +19,10 @@ import numpy as np
 
 from ..errors import JudgeblenderError
 from ..pairs.qrels import Qrels
-from ..pairs.runs import Run
+from ..pairs.runs import Run, tied
 from .agreement import json_ready
 from .bootstrap import BootstrapGold, bootstrap_query_counts
-from .fast_measures import RankMatrix, fast_values, fits_int8, supports
+from .fast_measures import RankMatrix, fast_kind, fast_values, fits_int8, supports
 from .rank_correlation import pairwise_rows, spearman_rows
 
 DEFAULT_MEASURES = ("nDCG@10", "AP(rel=2)")
@@ -67,12 +67,13 @@ class RunSet:
     The common measures (nDCG@k, AP and AP(rel=r), P@k and P(rel=r)@k, Judged@k) are
     computed by fast_measures.py with numpy over a matrix of every (run, query) ranking, built once and
     reused for every qrels, with trec_eval's own arithmetic: the same per-query values
-    ir_measures gives through pytrec_eval (and its Judged provider), bit for bit, but
-    without handing 1.6 million ranked documents to the evaluator once per qrels file.
-    Other measures go through ir_measures. A measure with a cutoff k only looks at the top k
-    documents, so for those the runs are cut to depth k, keeping every document tied in
-    score with the k-th one so that the evaluator's own tie-breaking still sees the same
-    top k; cut runs are built once and reused for every qrels.
+    ir_measures gives through pytrec_eval, bit for bit, but without handing 1.6 million
+    ranked documents to the evaluator once per qrels file; Judged@k counts trec_eval's top k
+    (not ir_measures' Judged provider's: see fast_measures.py). Other measures go through
+    ir_measures. A measure with a cutoff k only looks at the top k documents, so for those
+    the runs are cut to depth k, keeping every document tied (pairs/runs.py, tied) with the
+    k-th one so that the evaluator's own tie-breaking still sees the same top k; cut runs are
+    built once and reused for every qrels.
     """
 
     def __init__(self, runs: Sequence[Run], queries: Sequence[str]):
@@ -105,7 +106,7 @@ class RunSet:
             if depth is not None and len(docs) > depth:
                 end = depth
                 last = docs[depth - 1][1]
-                while end < len(docs) and docs[end][1] == last:
+                while end < len(docs) and tied(docs[end][1], last):
                     end += 1
                 docs = docs[:end]
             out[qid] = dict(docs)
@@ -130,6 +131,10 @@ def evaluate_runs(runset: RunSet, qrels: Qrels, measures: Sequence) -> dict[str,
     fast = [m for m in measures if supports(m)] if fits_int8(qrels) else []
     if fast:
         fast_values(runset, qrels, fast, out)
+    judged = [m for m in measures if fast_kind(m) == "judged" and not any(m is f for f in fast)]
+    if judged:  # whatever the labels: Judged@k counts trec_eval's top k (fast_measures.py), never ir_measures'
+        fast_values(runset, {q: dict.fromkeys(docs, 0) for q, docs in qrels.items()}, judged, out)
+        fast += judged
     measures = [m for m in measures if not any(m is f for f in fast)]
     if not measures:
         return out

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..backends.base import Backend
 from ..calls import Mode
-from ..backends.registry import create_backend
+from ..backends.registry import check_options, create_backend
 from ..errors import JudgeblenderError
 from ..prompts import PromptTemplate, get_template
 
@@ -38,17 +38,31 @@ class JudgeSpec:
     min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS
 
 
+def check_spec(spec: JudgeSpec, template: PromptTemplate | None = None) -> PromptTemplate:
+    """Everything in a judge's declaration that can be checked without building its model: the
+    mode, the invalid-answer policy, min_choice_mass, the prompt template, the model string's
+    prefix and the options its provider declares. A judge whose model is built elsewhere (Ray
+    workers) is checked with this before any of that starts. Returns the template."""
+    template = _checked_template(spec, template)
+    check_options(spec.model, spec.options, spec.id or spec.model)
+    return template
+
+
+def _checked_template(spec: JudgeSpec, template: PromptTemplate | None) -> PromptTemplate:
+    if spec.mode not in ("generate", "logprobs"):
+        raise JudgeblenderError(f"unknown scoring mode {spec.mode!r}; use generate or logprobs")
+    if spec.invalid_policy not in INVALID_POLICIES:
+        raise JudgeblenderError(f"unknown invalid-output policy {spec.invalid_policy!r}; use {INVALID_POLICIES}")
+    mass = spec.min_choice_mass
+    if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not 0.0 <= mass <= 1.0:
+        raise JudgeblenderError(f"min_choice_mass must be a number from 0 to 1, got {mass!r}")
+    return template or get_template(spec.prompt)
+
+
 class Judge:
     def __init__(self, spec: JudgeSpec, backend: Backend | None = None, template: PromptTemplate | None = None):
-        if spec.mode not in ("generate", "logprobs"):
-            raise JudgeblenderError(f"unknown scoring mode {spec.mode!r}; use generate or logprobs")
-        if spec.invalid_policy not in INVALID_POLICIES:
-            raise JudgeblenderError(f"unknown invalid-output policy {spec.invalid_policy!r}; use {INVALID_POLICIES}")
-        mass = spec.min_choice_mass
-        if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not 0.0 <= mass <= 1.0:
-            raise JudgeblenderError(f"min_choice_mass must be a number from 0 to 1, got {mass!r}")
         self.spec = spec
-        self.template = template or get_template(spec.prompt)
+        self.template = _checked_template(spec, template)
         self.backend = backend or create_backend(spec.model, spec.id or spec.model, **spec.options)
         self.id = spec.id or f"{spec.model}/{self.template.name}/{spec.mode}"
         self.mode: Mode = spec.mode

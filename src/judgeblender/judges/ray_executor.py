@@ -29,7 +29,9 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -89,9 +91,9 @@ def connect(address: str) -> bool:
     if ray.is_initialized():  # a notebook or a test already joined a cluster: use it
         return False
     if address == "local":
-        ray.init(address="local", num_cpus=os.cpu_count() or 1, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
-                 include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
-                 configure_logging=False)
+        _init_keeping_signal_handlers(
+            ray, address="local", num_cpus=os.cpu_count() or 1, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+            include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
         return True
     if address == "auto":
         address = os.environ.get("RAY_ADDRESS", "").strip()
@@ -103,7 +105,7 @@ def connect(address: str) -> bool:
     else:
         _probe(*_host_port(address, 6379), address)
     try:
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
+        _init_keeping_signal_handlers(ray, address=address, log_to_driver=False, configure_logging=False)
     except (ConnectionError, TimeoutError, RuntimeError) as exc:
         hint = ""
         if not os.environ.get("RAY_AUTH_MODE"):  # Ray never turns token auth on for an explicit address
@@ -111,6 +113,26 @@ def connect(address: str) -> bool:
                     "driver with RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN or ~/.ray/auth_token)")
         raise JudgeblenderError(f"could not join the Ray cluster at {address}: {exc}{hint}") from None
     return False
+
+
+def _init_keeping_signal_handlers(ray, **kwargs: Any) -> None:
+    """ray.init, leaving the caller's own SIGTERM and SIGINT handlers in place.
+
+    Starting a head (--ray local), Ray sets a SIGTERM handler that stops its processes and
+    exits with status 1 (ray/_private/node.py, Node._register_shutdown_hooks, through
+    ray._private.utils.set_sigterm_handler). It would take over the CLI's, which stops the run
+    as Ctrl+C does, keeps every answer and exits 143 with the resume line (cli/__init__.py).
+    A handler the caller installed (a Python callable) is put back after init; where the
+    caller kept the default, Ray's stays. Ray's processes still stop at exit: shutdown() runs
+    at exit (cli/ray_run.py), and so does Ray's own atexit hook."""
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        saved = {s: h for s in (signal.SIGTERM, signal.SIGINT) if callable(h := signal.getsignal(s))}
+    try:
+        ray.init(**kwargs)
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 def shutdown() -> None:
@@ -228,8 +250,10 @@ class RayBackend(Backend):
         actor = ray.remote(JudgeWorker).options(
             num_cpus=self.plan.cpus, num_gpus=self.plan.gpus, max_restarts=MAX_RESTARTS,
             max_task_retries=MAX_TASK_RETRIES, max_concurrency=self.plan.concurrency)
+        self.model = model
         self.actors = [actor.remote(model, backend_options) for _ in range(self.plan.workers)]
         self._outstanding = [0] * len(self.actors)
+        self._dead: dict[int, str] = {}  # worker slot -> why Ray gave it up (died more often than it may restart)
         try:
             infos = ray.get([a.info.remote() for a in self.actors], timeout=START_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
@@ -265,15 +289,31 @@ class RayBackend(Backend):
         return self._context_tokens
 
     def count_tokens(self, text: str) -> int | None:
-        return self._ray.get(self.actors[0].count_tokens.remote(text))
+        live = self._live()
+        try:
+            if not live:
+                raise BackendError(f"every Ray worker of {self.model} is gone")
+            return self._ray.get(self.actors[live[0]].count_tokens.remote(text))
+        except self._ray.exceptions.RayError as exc:
+            raise BackendError(f"Ray worker failed: {_first_line(exc)}") from None
+
+    def _live(self) -> list[int]:
+        return [i for i in range(len(self.actors)) if i not in self._dead]
 
     @property
     def retries_total(self) -> int:
-        return sum(self._ray.get([a.retries_total.remote() for a in self.actors]))
+        """Transport retries of the live workers (a dead worker's count died with it)."""
+        total = 0
+        for i in self._live():
+            try:
+                total += self._ray.get(self.actors[i].retries_total.remote())
+            except self._ray.exceptions.RayActorError as exc:
+                self._dead[i] = _first_line(exc)
+        return total
 
     def worker_pids(self) -> list[int]:
-        """The workers' current pids (they change when a worker restarts)."""
-        return [i["pid"] for i in self._ray.get([a.info.remote() for a in self.actors])]
+        """The live workers' current pids (they change when a worker restarts)."""
+        return [i["pid"] for i in self._ray.get([self.actors[i].info.remote() for i in self._live()])]
 
     def execute(self, request: CallRequest) -> CallResult:
         """One call from synchronous code (the engine uses aexecute): the same worker choice,
@@ -281,16 +321,25 @@ class RayBackend(Backend):
         return asyncio.run(self.aexecute(request))
 
     async def aexecute(self, request: CallRequest) -> CallResult:
-        # the least loaded worker (by its share of its capacity); the engine never has more than
-        # max_concurrency calls out, so no worker gets more than its capacity
-        slot = min(range(len(self.actors)), key=lambda i: self._outstanding[i] / self._capacity[i])
-        self._outstanding[slot] += 1
-        try:
-            status, value = await self.actors[slot].execute.remote(request)
-        except self._ray.exceptions.RayError as exc:  # the worker died more often than it may restart
-            raise BackendError(f"Ray worker failed: {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
-        finally:
-            self._outstanding[slot] -= 1
+        while True:
+            live = self._live()
+            if not live:  # a failed call: counted, not stored, asked again on a re-run (exit status 3)
+                raise BackendError(f"every Ray worker of {self.model} died more often than its {MAX_RESTARTS} "
+                                   f"restarts allow ({next(iter(self._dead.values()))})")
+            # the least loaded live worker (by its share of its capacity); the engine never has more
+            # than max_concurrency calls out, so no worker gets more than its capacity while all live
+            slot = min(live, key=lambda i: self._outstanding[i] / self._capacity[i])
+            self._outstanding[slot] += 1
+            try:
+                status, value = await self.actors[slot].execute.remote(request)
+                break
+            except self._ray.exceptions.ActorDiedError as exc:
+                # restarts spent: the worker is gone for good; its call goes to a live one, if any
+                self._dead.setdefault(slot, _first_line(exc))
+            except self._ray.exceptions.RayError as exc:
+                raise BackendError(f"Ray worker failed: {type(exc).__name__}: {_first_line(exc)}") from None
+            finally:
+                self._outstanding[slot] -= 1
         if status == "ok":
             return value
         if status == "LogprobsUnsupported":
@@ -306,14 +355,32 @@ class RayBackend(Backend):
         self.actors = []
 
 
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+
+
+def check_judges(specs, scorers_on_driver: bool = True) -> None:
+    """Every judge's declaration checked as a local run checks it (judge.check_spec: mode,
+    prompt, model prefix, options), on the driver, before Ray is started or joined: a mistake
+    is one error line, with no runtime started and no worker built. Scorers (`embed:`) run on
+    the driver with a panel (RayJudges); a judge of its own on Ray must be an LLM judge."""
+    from ..backends.registry import check_options, is_scorer
+    from .judge import check_spec
+
+    for spec in specs:
+        if not is_scorer(spec.model):
+            check_spec(spec)
+        elif scorers_on_driver:
+            check_options(spec.model, spec.options, spec.id or spec.model)
+        else:
+            raise JudgeblenderError(f"--ray runs LLM judges; {spec.model} is an embedding scorer: run it without --ray")
+
+
 def ray_judge(spec, workers: int | None = None):
     """A Judge for `spec` whose calls run on the Ray cluster this process has joined."""
-    from ..backends.registry import check_options, is_scorer
     from .judge import Judge
 
-    if is_scorer(spec.model):
-        raise JudgeblenderError(f"--ray runs LLM judges; {spec.model} is an embedding scorer: run it without --ray")
-    check_options(spec.model, spec.options, spec.id or spec.model)  # here, not on each worker
+    check_judges([spec], scorers_on_driver=False)  # here, not on each worker
     return Judge(spec, backend=RayBackend(spec.model, spec.options, workers))
 
 

@@ -181,17 +181,13 @@ def read_qrels(source: str | Path, allowed: Iterable[int] | None = None) -> dict
 
 
 def read_ranking(source: str | Path) -> dict[str, list[tuple[str, float]]]:
-    """The dataset's scoreddocs as a ranking, in trec_eval's order (score, then docid, descending)."""
+    """The dataset's scoreddocs as {qid: [(docid, score)]}, for a Run (which puts them in trec_eval's order)."""
     ds = load(source, "scoreddocs")
     rows: dict[str, dict[str, float]] = {}
     with reading(source, "scoreddocs"):
         for s in ds.scoreddocs_iter():
             rows.setdefault(str(s.query_id), {})[str(s.doc_id)] = float(s.score)
-    ranking = {}
-    for qid, docs in rows.items():
-        entries = sorted(docs.items(), key=lambda e: e[0], reverse=True)
-        entries.sort(key=lambda e: e[1], reverse=True)
-        ranking[qid] = entries
+    ranking = {qid: list(docs.items()) for qid, docs in rows.items()}  # Run orders them (trec_eval_ranking)
     if not ranking:
         raise DatasetError(f"{source}: no scored documents")
     return ranking

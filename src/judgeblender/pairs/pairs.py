@@ -85,8 +85,8 @@ def _irds_pairs(source: str | Path, fmt: str, depth: int | None) -> list[Pair]:
     if fmt == "qrels":
         pairs = [Pair(q, d) for q, docs in irds.read_qrels(source).items() for d in docs]
     else:
-        ranking = irds.read_ranking(source)
-        pairs = [Pair(q, d) for q, docs in ranking.items() for d, _ in (docs if depth is None else docs[:depth])]
+        run = read_run(source)  # in trec_eval's order, as a run file's
+        pairs = [Pair(q, d) for q in run.ranking for d in run.top(q, depth)]
     if not pairs:
         raise InputError(source, None, "at least one pair", "none")
     return list(dict.fromkeys(pairs))

@@ -1,10 +1,11 @@
 """Depth-k pooling: which (query, document) pairs a set of runs asks to have judged.
 
-The pool of a query is the union of every run's top k documents for it (runs are ranked as
-trec_eval ranks them: score descending, ties by docid descending). Pairs already judged can
-be left out, so that only the holes are judged; documents whose text duplicates another
-pooled document's can be dropped; and a seeded sample stratified by query and rank band
-gives a small, balanced human seed set.
+The pool of a query is the union of every run's top k documents for it, in the order every
+ranking in judgeblender uses (pairs/runs.py, trec_eval_ranking: trec_eval's rule, scores
+compared as float32), so the pool's top k is the one Judged@k and the measures score. Pairs
+already judged can be left out, so that only the holes are judged; documents whose text
+duplicates another pooled document's can be dropped; and a seeded sample stratified by query
+and rank band gives a small, balanced human seed set.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""TREC run files: `query_id Q0 doc_id rank score run_tag`, plain or gzip.
+"""TREC run files: `query_id Q0 doc_id rank score run_tag`, plain or gzip, and the one rule by
+which judgeblender ranks a run's documents (`trec_eval_ranking`, `tied`).
+
+Every place that ranks (the pool, holes and Judged@k, the fast measures, runs given as
+DataFrames or dicts, ir_datasets scoreddocs) takes a run's order from here, so that all of them
+see the same top k of a run with tied scores, and the same top k as the evaluator.
 
 A run is held as columns (query ids, per-query offsets, doc ids and scores as numpy arrays,
 already in trec_eval's order); `Run.ranking`, the {qid: [(docid, score)]} view, is built
@@ -15,6 +20,7 @@ import math
 import os
 import re
 import zlib
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +37,7 @@ from .textfile import check_id, iter_lines, read_whole
 
 # Files at least this large (on disk) are cached once parsed; smaller ones parse in milliseconds.
 CACHE_MIN_BYTES = 256 * 1024
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2  # 2: ties at float32 precision (trec_eval_ranking)
 # ASCII bytes that str.split() treats as whitespace (tab, newline, VT, FF, CR, FS, GS, RS, US, space).
 _ASCII_SPACE = np.zeros(256, dtype=bool)
 _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
@@ -45,11 +51,47 @@ _SCORE_BYTES = np.zeros(256, dtype=bool)
 _SCORE_BYTES[[0, *b"0123456789.+-eE"]] = True
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
+# --- the ranking rule ------------------------------------------------------------------------
+# trec_eval's: the rank column is ignored; each query's documents are sorted by score descending,
+# and equal scores by docno descending (the larger docno first, as strcmp compares them; Python's
+# str order is the same order for UTF-8 docnos). See trec_eval's form_res_rels.c, comp_sim_docno,
+# and get_trec_results.c's header ("the rank field is ignored here").
+# Precision: trec_eval reads a score with atof (a double) and, in 9.0.x, keeps it as a C float
+# (trec_format.h: `float sim` in TEXT_RESULTS), so it compares scores as float32. pytrec_eval
+# (pytrec_eval-terrier, which ir_measures runs for nDCG, AP, P, R ...) embeds trec_eval 9.0.8 and
+# stores PyFloat_AsDouble into that float: scores that differ only beyond float32 precision tie
+# there and go by docno. trec_eval 10.0 (2023) keeps doubles; judgeblender follows the evaluator
+# it runs. ir_measures' own Judged provider differs (see evaluate/fast_measures.py).
+RANK_SCORE_DTYPE = np.float32
+
+
+def rank_scores(scores) -> np.ndarray:
+    """Scores as the ranking rule compares them (float32; beyond its range, +-inf, as C's cast)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(scores, dtype=np.float64).astype(RANK_SCORE_DTYPE)
+
+
+def tied(a: float, b: float) -> bool:
+    """Whether two scores tie under the ranking rule."""
+    return bool(rank_scores(a) == rank_scores(b))
+
+
+def trec_eval_ranking(entries: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """One query's (docid, score) entries in trec_eval's order (see RANK_SCORE_DTYPE), scores
+    kept as given. The one function every ranking in judgeblender goes through."""
+    entries = list(entries)
+    if len(entries) < 2:
+        return entries
+    keys = rank_scores([s for _, s in entries]).tolist()
+    order = sorted(range(len(entries)), key=lambda i: entries[i][0], reverse=True)
+    order.sort(key=keys.__getitem__, reverse=True)  # stable: equal scores stay docid descending
+    return [entries[i] for i in order]
+
 
 @dataclass
 class RunColumns:
     """A run as arrays: query q's documents are docs[offsets[i]:offsets[i + 1]] for
-    qids[i], ranked as trec_eval ranks them (score descending, ties by docid descending)."""
+    qids[i], in trec_eval's order (trec_eval_ranking)."""
 
     qids: list[str]
     offsets: np.ndarray  # int64, len(qids) + 1
@@ -71,14 +113,16 @@ class RunColumns:
 
 
 class Run:
-    """A ranked run: `ranking` maps qid -> [(docid, score)] in ranked order (score descending,
-    ties by docid descending, as trec_eval orders them). Treat it as read-only."""
+    """A ranked run: `ranking` maps qid -> [(docid, score)] in trec_eval's order
+    (trec_eval_ranking), whatever order it was given in. Treat it as read-only."""
 
     def __init__(self, name: str, path: str | Path, ranking: dict[str, list[tuple[str, float]]] | None = None,
                  *, columns: RunColumns | None = None):
         self.name = name
         self.path = Path(path)
         self._columns = columns
+        if ranking is not None:
+            ranking = {q: trec_eval_ranking(docs) for q, docs in ranking.items()}
         self._ranking = ranking if ranking is not None or columns is not None else {}
 
     @property
@@ -89,7 +133,8 @@ class Run:
 
     @ranking.setter
     def ranking(self, value: dict[str, list[tuple[str, float]]]) -> None:
-        self._ranking, self._columns = value, None
+        self._ranking = {q: trec_eval_ranking(docs) for q, docs in value.items()}
+        self._columns = None
 
     def columns(self) -> RunColumns:
         """The columnar form (built from `ranking` once when the run was not read from a file)."""
@@ -160,11 +205,7 @@ def _read_lines(path: Path) -> dict[str, list[tuple[str, float]]]:
             seen: set[str] = set()
             dupe = next(d for d, _ in entries if d in seen or seen.add(d))
             raise InputError(path, None, f"each document once per query (query {qid} lists {dupe} twice)")
-        # trec_eval ranks by score, ties by docid descending; follow it so depth-k pools match.
-        # Two stable sorts do that without a per-character key.
-        entries.sort(key=lambda e: e[0], reverse=True)
-        entries.sort(key=lambda e: e[1], reverse=True)
-        ranking[qid] = entries
+        ranking[qid] = trec_eval_ranking(entries)
     if not ranking:
         raise InputError(path, None, "at least one ranked document", "an empty run")
     return ranking
@@ -214,7 +255,7 @@ def parse_run_bytes(data: bytes) -> RunColumns | None:
     n_docs, d_inv = _doc_codes(docs)
     if np.bincount(g * n_docs + d_inv).max() > 1:
         return None  # a document twice in a query: the line reader names it
-    order = _trec_eval_order(g, scores, d_inv)
+    order = _trec_eval_order(g, rank_scores(scores), d_inv)
     if order is not None:
         g, docs, scores = g[order], docs[order], scores[order]
     offsets = np.zeros(len(group_of) + 1, dtype=np.int64)
@@ -247,8 +288,8 @@ def pack_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _trec_eval_order(g: np.ndarray, scores: np.ndarray, d_inv: np.ndarray) -> np.ndarray | None:
-    """The permutation that puts rows in trec_eval's order (query, score descending, docid
-    descending), or None when they are in it already."""
+    """The permutation that puts rows in trec_eval's order (query, then trec_eval_ranking's rule:
+    `scores` are rank_scores), or None when they are in it already."""
     same = g[1:] == g[:-1]
     grouped = bool(np.all(g[1:] >= g[:-1]))
     descending = grouped and bool(np.all(~same | (scores[1:] <= scores[:-1])))
