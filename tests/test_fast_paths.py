@@ -53,11 +53,21 @@ def test_rank_matrix_values_equal_ir_measures_bit_for_bit(tmp_path, seed):
     assert all(supports(m) for m in measures)
     runset = RunSet(runs, queries)
     got = evaluate_runs(runset, qrels, measures)
+    trec_eval_measures = [m for m in measures if m.NAME != "Judged"]
     for r, run in enumerate(runs):
         scored = {q: dict(docs) for q, docs in run.ranking.items()}
         want = {str(m): np.zeros(len(queries)) for m in measures}
-        for metric in ir_measures.iter_calc(measures, qrels, scored):
+        for metric in ir_measures.iter_calc(trec_eval_measures, qrels, scored):
             want[str(metric.measure)][queries.index(metric.query_id)] = metric.value
+        # Judged@k: the share of trec_eval's top k that is judged (not ir_measures' Judged provider,
+        # which breaks ties by docid ascending: tests/test_trust_ties.py)
+        for k in (3, 10):
+            for q, docs in scored.items():
+                if q in qrels and qrels[q]:
+                    top = sorted(docs.items(), key=lambda e: e[0], reverse=True)
+                    top.sort(key=lambda e: float(np.float32(e[1])), reverse=True)
+                    top = top[:k]
+                    want[f"Judged@{k}"][queries.index(q)] = sum(d in qrels[q] for d, _ in top) / len(top)
         for name in want:
             assert got[name][r].tolist() == want[name].tolist(), (name, run.name)
 

@@ -139,16 +139,18 @@ def test_per_query_scores_match_ir_measures(tiny_runs):
 def test_cut_runs_give_the_full_depth_values_even_with_ties_at_the_cutoff(tmp_path):
     # 30 documents, scores tied in blocks of 4 so that ranks 9-12 (d08-d11) share one score.
     # d08 and d09 are unjudged: which two of the tied block make the top 10 changes Judged@10
-    # (ir_measures breaks ties by docid ascending, trec_eval by docid descending).
+    # (ir_measures' Judged provider breaks ties by docid ascending, trec_eval by docid descending:
+    # judgeblender's Judged@10 counts trec_eval's top 10, d11 and d10, both judged).
     qrels = {"q": {f"d{i:02d}": (i * 7) % 4 for i in range(30) if i not in (8, 9)}}
     run_file = tmp_path / "tied.run"
     run_file.write_text("".join(f"q Q0 d{i:02d} {i + 1} {float(30 - i // 4 * 4)} t\n" for i in range(30)))
     run = read_run(run_file)
     measures = parse_measures(["nDCG@10", "P@10", "Judged@10", "AP"])
     pq = evaluate_runs(RunSet([run], ["q"]), qrels, measures)
-    expected = ir_measures.calc_aggregate(measures, qrels, run.scores())
-    for m in measures:
+    expected = ir_measures.calc_aggregate(measures[:2] + measures[3:], qrels, run.scores())
+    for m in measures[:2] + measures[3:]:
         assert pq[str(m)][0, 0] == pytest.approx(expected[m])
+    assert pq["Judged@10"][0, 0] == 1.0
 
 
 # --- correlate ------------------------------------------------------------------------------

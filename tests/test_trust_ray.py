@@ -184,7 +184,8 @@ BAD_INPUTS = {
     "missing passage": ({"corpus_lines": N - 1}, (), "pairs reference a passage missing from"),
     "unknown judge": ({}, ("-j", "nosuch:model"), "unknown model prefix 'nosuch'"),
     "unknown prompt": ({}, ("--prompt", "nosuch-prompt"), "nosuch-prompt"),
-    "bad option": ({}, ("--ray-workers", "0"), "--ray-workers must be at least 1"),
+    "bad option": ({}, ("--ray-workers", "0"), "--ray-workers"),
+    "unknown mode": ({}, ("--mode", "fancy"), "unknown scoring mode 'fancy'"),
     "bad pairs": ({"pairs": "q0 d0 extra column here\n"}, (), "p.tsv"),
 }
 

@@ -118,9 +118,10 @@ def connect(address: str) -> bool:
 def _init_keeping_signal_handlers(ray, **kwargs: Any) -> None:
     """ray.init, leaving the caller's own SIGTERM and SIGINT handlers in place.
 
-    Starting a head (--ray local), Ray sets a SIGTERM handler that stops its processes and
-    exits with status 1 (ray/_private/node.py, Node._register_shutdown_hooks, through
-    ray._private.utils.set_sigterm_handler). It would take over the CLI's, which stops the run
+    ray.init sets a SIGTERM handler of its own on every driver (ray/_private/worker.py, init:
+    sys.exit(signum)) and, starting a head (--ray local), another that stops Ray's processes
+    and exits with status 1 (ray/_private/node.py, Node._register_shutdown_hooks; both through
+    ray._private.utils.set_sigterm_handler). Either would take over the CLI's, which stops the run
     as Ctrl+C does, keeps every answer and exits 143 with the resume line (cli/__init__.py).
     A handler the caller installed (a Python callable) is put back after init; where the
     caller kept the default, Ray's stays. Ray's processes still stop at exit: shutdown() runs
