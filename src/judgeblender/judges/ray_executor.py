@@ -90,6 +90,7 @@ def connect(address: str) -> bool:
     ray = import_ray()
     if ray.is_initialized():  # a notebook or a test already joined a cluster: use it
         return False
+    _raylet_messages_to_stderr()
     if address == "local":
         _init_keeping_signal_handlers(
             ray, address="local", num_cpus=os.cpu_count() or 1, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
@@ -113,6 +114,29 @@ def connect(address: str) -> bool:
                     "driver with RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN or ~/.ray/auth_token)")
         raise JudgeblenderError(f"could not join the Ray cluster at {address}: {exc}{hint}") from None
     return False
+
+
+def _raylet_messages_to_stderr() -> None:
+    """Ray's driver prints the errors raylets publish ("A worker died or was killed ...") on
+    stdout, whatever log_to_driver says (ray/_private/worker.py: listen_error_messages calls
+    print_to_stdstream with is_err False), where `--json` writes its summary. They go to stderr,
+    with the rest of the run's messages. print_to_stdstream is looked up at each message, so
+    wrapping it once per process is enough; a Ray without it is left alone."""
+    try:
+        from ray._private import worker as ray_worker
+    except ImportError:
+        return
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "judgeblender_stderr", False):
+        return
+
+    def to_stderr(data, *args, **kwargs):
+        if isinstance(data, dict) and data.get("pid") == "raylet":
+            data = {**data, "is_err": True}
+        return original(data, *args, **kwargs)
+
+    to_stderr.judgeblender_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
 
 
 def _init_keeping_signal_handlers(ray, **kwargs: Any) -> None:
