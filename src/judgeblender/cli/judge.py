@@ -144,7 +144,7 @@ def register(app: typer.Typer) -> None:
         passages = read_corpus(corpus, wanted={p.docid for p in pair_list})
         # the validation pass: a missing query or passage is an error before any model is built,
         # Ray is started or the store is created (the engine checks again, for library callers)
-        resolve_pairs(pair_list, query_map, passages, skip_missing, str(queries), str(corpus))
+        resolve_pairs(pair_list, query_map, passages, skip_missing)
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
         if panel:
             _judge_with_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts,

@@ -15,6 +15,10 @@ as a `ray.wait` loop would, and the engine commits it to the store before it cou
 - A killed worker loses nothing: actors restart (`MAX_RESTARTS`) and Ray re-runs their calls in
   flight (`MAX_TASK_RETRIES`); a call the model answered but whose answer died with the worker
   is asked again, so the model sees at most the calls in flight at the kill a second time.
+  A worker killed more often than it may restart is gone for good: its calls go to the live
+  workers; with none left, every call still to make fails (exit status 3, answers kept).
+- The driver keeps its own SIGTERM handler (Ray's would exit 1 or 15, without the resume line)
+  and raylets' messages go to stderr, off `--json`'s stdout.
 - Every answer carries the worker that gave it (`extra["worker"]`: Ray node id and pid); it is
   stored with the call and shown in the judgment's details (`workers`).
 - Resources per worker come from the judge's options: `ray_cpus` (default: `n_threads`, else 1,
