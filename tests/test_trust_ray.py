@@ -216,3 +216,18 @@ def test_an_input_mistake_under_ray_local_is_one_error_before_ray_starts_or_the_
     assert "Ray:" not in proc.stderr
     assert seconds < 15, seconds
 
+
+
+def test_a_missing_passage_in_cascade_under_ray_local_is_one_error_before_any_model_ray_or_store(
+        files, tmp_path, ray_tmp):
+    q, c, p = files
+    c.write_text("".join(c.read_text().splitlines(keepends=True)[1:]))  # d0 has no text
+    proc = subprocess.run(
+        [sys.executable, "-m", "judgeblender", "cascade", "-q", str(q), "-c", str(c), "-p", str(p), "--cheap",
+         "embed:default", "-j", "openai:test-model", "--base-url", "http://127.0.0.1:9/v1", "--budget", "4",
+         "-o", str(tmp_path / "out.qrels"), "--store", str(tmp_path / "s.sqlite"), "--no-progress",
+         "--ray", "local"], env=env(ray_tmp), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "pairs reference a passage missing from" in errors[0] and "d0" in errors[0]
+    assert not (tmp_path / "s.sqlite").exists() and not any(ray_tmp.iterdir())

@@ -10,7 +10,7 @@ import typer
 
 from ..errors import JudgeblenderError
 from ..backends.registry import command_options
-from ..judges import JudgeSpec, build_judge
+from ..judges import JudgeSpec, build_judge, resolve_pairs
 from ..judges.cascade import CascadePolicy, cascade
 from ..judges.factory import PAIR_JUDGES
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
@@ -83,6 +83,8 @@ def register(app: typer.Typer) -> None:
         query_map = read_queries(queries)
         pair_list = read_pairs(pairs, pairs_format, depth)
         passages = read_corpus(corpus, wanted={p.docid for p in pair_list})
+        # a missing query or passage: an error before any scorer loads, Ray starts or the store is created
+        resolve_pairs(pair_list, query_map, passages, skip_missing)
         scorer_opts = _scorer_options(threshold, thresholds, seed_qrels, fit)
         shared = {"n_threads": threads} if threads else {}
         cheap_judges = [build_judge(JudgeSpec(model=m, options={**scorer_opts, **command_options(m, shared)}))
