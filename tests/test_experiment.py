@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import sys
 from pathlib import Path
 
 import ir_measures
@@ -173,7 +174,7 @@ def test_an_unknown_correction_or_baseline_is_an_error_before_any_work(dl19):
 
 
 def test_with_a_seed_and_its_design_the_table_carries_the_estimate_commands_ppi_intervals(dl19, tmp_path,
-                                                                                            capsys):
+                                                                                            capsys, monkeypatch):
     from judgeblender.cli import main
 
     runs, topics, nist = dl19["runs"], dl19["topics"], dl19["nist"]
@@ -190,9 +191,11 @@ def test_with_a_seed_and_its_design_the_table_carries_the_estimate_commands_ppi_
     (tmp_path / "runs").mkdir()
     for r in runs:
         (tmp_path / "runs" / f"{r.name}.run").write_bytes((DL19 / "runs" / f"{r.name}.run.gz").read_bytes())
+    monkeypatch.setattr(sys, "argv", ["judgeblender", "estimate", "--llm", str(tmp_path / "llm.qrels"), "--human",
+                                      str(tmp_path / "seed.qrels"), "--runs", str(tmp_path / "runs"),
+                                      "--confidence", "0.9", "--json"])
     with pytest.raises(SystemExit) as done:
-        main(["estimate", "--llm", str(tmp_path / "llm.qrels"), "--human", str(tmp_path / "seed.qrels"),
-              "--runs", str(tmp_path / "runs"), "--confidence", "0.9", "--json"])
+        main()
     assert done.value.code in (0, None)
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     rows = table.set_index("system")

@@ -33,7 +33,7 @@ class Judge(pt.Transformer):
     The frame needs qid, query, docno and either text or a `corpus` (a passages file, a {docno:
     text} dict or an `irds:` id) to look the texts up. Adds jb_label (the blended label, nullable
     Int64: <NA> where no judge gave a valid answer), jb_expected (the mean of the valid members'
-    expected labels), jb_valid and jb_reason (the members' reasons, "judge: reason"), and with
+    expected labels; a generated answer's expected label is the label itself), jb_valid and jb_reason (the members' reasons, "judge: reason"), and with
     `members=True` a jb_label.<judge> column per member. With `rerank=True` the score becomes
     jb_expected and the ranks follow it (a row without a valid label ranks last). Calls go through
     `store` (a path or CallStore): a re-run makes no model call."""
@@ -75,7 +75,8 @@ class Judge(pt.Transformer):
         blended = run.blend(self.blend).set_index(["qid", "docid"])["label"]
         labels = run.labels
         valid = labels[labels["valid"]]
-        expected = valid.groupby(["qid", "docid"])["expected"].mean()
+        # a generated answer is one label: its expected value is that label (logprobs give a distribution)
+        expected = valid["expected"].fillna(valid["label"].astype(float)).groupby([valid["qid"], valid["docid"]]).mean()
         reasons = labels.dropna(subset=["reason"]).assign(r=lambda t: t["judge"] + ": " + t["reason"].astype(str))
         reason = reasons.groupby(["qid", "docid"])["r"].agg("; ".join)
         out["jb_label"] = pd.array([blended.get(k, pd.NA) for k in keys], dtype="Int64")
