@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -116,6 +117,22 @@ def test_a_pyterrier_frame_with_text_is_judged_by_docno(mock_model):
 
 
 # -- jb.experiment -------------------------------------------------------------------------------
+
+def test_importing_judgeblender_and_reaching_experiment_does_not_import_pyterrier():
+    code = "import sys, judgeblender as jb; jb.experiment; assert 'pyterrier' not in sys.modules, 'imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_pyterrier_transformer_as_a_system_without_pyterrier_is_an_error_naming_the_extra(monkeypatch):
+    class Retriever:  # what a PyTerrier transformer looks like from outside
+        def transform(self, topics):
+            raise AssertionError("not to be run")
+
+    monkeypatch.setitem(sys.modules, "pyterrier", None)  # as if the extra were not installed
+    with pytest.raises(JudgeblenderError, match=r"pip install 'judgeblender\[pyterrier\]'"):
+        jb.experiment({"bm25": Retriever()}, {"1": "a query"}, qrels={"1": {"a": 1}}, llm_labels={"1": {"a": 1}})
+
 
 def test_experiment_scores_match_ir_measures_under_human_filled_and_llm_labels(dl19):
     runs, topics, human = dl19["runs"], dl19["topics"], dl19["human"]

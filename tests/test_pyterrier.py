@@ -103,10 +103,11 @@ def test_with_rerank_the_expected_label_becomes_the_score_and_orders_the_ranks(d
         assert one["rank"].tolist() == list(range(len(one)))
 
 
-def test_a_judge_that_answers_off_the_scale_leaves_the_label_missing_with_its_reason(dl19, mock_model, tmp_path):
+def test_a_judge_that_answers_off_the_scale_leaves_the_label_missing_with_its_reason(dl19, mock_model):
     mock_model.rules = [{"contains": "", "output": "##final score: 9"}]
-    res = (dl19["bm25"] % 2 >> Judge([JUDGE], corpus={d: t for d, t in dl19["texts"].items()})).transform(
-        dl19["topics"].head(1))
+    found = (dl19["bm25"] % 2).transform(dl19["topics"].head(1))
+    with_text = found.assign(text=[dl19["texts"][d] for d in found.docno])  # as pt.text.get_text adds it
+    res = Judge([JUDGE]).transform(with_text)
     assert res.jb_label.isna().all() and not res.jb_valid.any()
     assert all(r.startswith(f"{JUDGE_ID}: ") for r in res.jb_reason)
 
