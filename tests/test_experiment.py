@@ -181,6 +181,15 @@ def test_against_a_baseline_a_paired_t_test_with_holm_by_default_matches_scipy(d
     assert bonf.loc[hi, "p_adjusted"] == pytest.approx(min(1, 2 * p[hi]), rel=1e-9)
 
 
+def test_without_human_labels_the_llm_labels_everything_and_the_human_column_is_empty(dl19):
+    runs, topics = dl19["runs"], dl19["topics"]
+    table = jb.experiment({r.name: r.path for r in runs}, topics, llm_labels=LLAMA70B)
+    assert table.human.isna().all() and table["judged@10"].isna().all()
+    assert (table.filled == table.llm).all()
+    pool = pool_runs(runs, 10, set(topics))
+    assert table.attrs["holes"] == len(pool)
+
+
 def test_an_unknown_correction_or_baseline_is_an_error_before_any_work(dl19):
     systems = {r.name: r.path for r in dl19["runs"]}
     with pytest.raises(JudgeblenderError, match="correction must be one of holm, bonferroni, none"):
