@@ -268,3 +268,33 @@ def test_holes_the_jury_answers_carry_its_name_and_a_rerun_makes_no_call(dl19, m
     again = jb.experiment({r.name: r.path for r in runs}, topics, **kwargs)
     assert len(mock_model.calls) == made
     pd.testing.assert_frame_equal(table, again)
+
+
+def test_the_experiment_command_prints_the_same_rows_as_jb_experiment(dl19, tmp_path, monkeypatch, capsys):
+    from judgeblender.cli import main
+
+    runs, topics = dl19["runs"], dl19["topics"]
+    (tmp_path / "runs").mkdir()
+    for r in runs:
+        (tmp_path / "runs" / f"{r.name}.run.gz").write_bytes(r.path.read_bytes())
+    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in topics.items()))
+    write_qrels(tmp_path / "human.qrels", dl19["human"])
+    args = ["--runs", tmp_path / "runs", "--topics", tmp_path / "topics.tsv", "--qrels", tmp_path / "human.qrels",
+            "--llm", LLAMA70B, "--baseline", "bm25base_p"]
+    monkeypatch.setattr(sys, "argv", ["judgeblender", "experiment", *map(str, args), "--json"])
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code in (0, None)
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    table = jb.experiment({r.name: r.path for r in runs}, topics, qrels=dl19["human"], llm_labels=LLAMA70B,
+                          baseline="bm25base_p").set_index("system")
+    rows = [x for x in lines if x["kind"] == "system"]
+    assert sorted(x["system"] for x in rows) == sorted(table.index)
+    for x in rows:
+        assert (x["human"], x["filled"], x["llm"]) == pytest.approx(tuple(table.loc[x["system"], ["human", "filled", "llm"]]))
+    assert lines[-1]["kind"] == "summary" and lines[-1]["correction"] == "holm"
+    monkeypatch.setattr(sys, "argv", ["judgeblender", "experiment", *map(str, args), "--correction", "fdr"])
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code == 2
+    assert capsys.readouterr().err.startswith("error: --correction must be one of holm, bonferroni, none")

@@ -111,7 +111,8 @@ def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = Non
           store: Any = None, skip_missing: bool = False) -> Judged:
     """Judge every pair with every judge; calls are cached in `store` (a path or a CallStore).
 
-    `pairs`: a DataFrame (qid, docid, query, passage; or qid, docid with queries= and corpus=), a
+    `pairs`: a DataFrame (qid, docid, query, passage, or PyTerrier's qid, docno, query, text; or
+    qid, docid with queries= and corpus=), a
     pairs/qrels/run file, or (qid, docid) tuples. `judges`: a panel preset, a panel TOML file, or a
     list of model strings, JudgeSpecs or dicts. `prompt`, `mode` and `options` are defaults for
     the judges given as strings or dicts (prompt and mode for LLM judges only)."""

@@ -178,7 +178,9 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
     passage texts, `prompt`, `mode`, `store`, `blend`) judge the pooled pairs people did not label,
     or `llm_labels` gives labels already made. `seed`: human labels of a seed drawn at random from
     the same pool with its `design` (the files `pool --sample-queries/--sample-pairs` write; the
-    design is found beside a seed file): adds PPI++ estimates, for which the whole pool is judged.
+    design is found beside a seed file): adds PPI++ estimates, for which the whole pool is judged
+    (`judge_pool`, default: only with a seed; the LLM-only column is NaN when only holes were judged
+    by a jury). Scores are means over the topics that have human labels.
     `baseline`: a system's name; adds paired t-tests on the filled labels with `correction`
     (holm, bonferroni or none) and, with a seed, PPI++ differences with Holm's correction.
     The table's `attrs` hold the queries, k, confidence, correction and the notes."""
