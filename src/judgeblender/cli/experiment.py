@@ -16,10 +16,7 @@ from ..evaluate.experiment import CORRECTIONS, DEFAULT_CORRECTION
 from ..holes import experiment
 from ..pairs.runs import read_runs_dir
 from .console import console
-
-
-def _fmt(x, digits: int = 3) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+from .estimate import _fmt
 
 
 def register(app: typer.Typer) -> None:
