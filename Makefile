@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS := local,models,hf,embed,crowd,irds,ray,estimate,dev
+EXTRAS := local,models,hf,embed,crowd,irds,ray,estimate,pyterrier,pyterrier-test,dev
 # llama.cpp is built for AVX2 (+FMA, F16C), not for the building machine (-march=native): a
 # native build on an AMX machine (Sapphire Rapids) crashed in ggml's AMX matmul, and one build
 # for every x86-64 machine since 2015 gives the same kernels, so the same probabilities, on AVX2

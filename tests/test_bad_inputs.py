@@ -381,6 +381,10 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     ("estimate-design-is-a-directory", [*EST, "--design", "{tmp}/adir"], "adir: expected an existing file, got 'a directory'"),
     ("estimate-confidence-nan", [*EST, "--confidence", "nan"], "--confidence: expected a finite number, got 'nan'"),
     ("estimate-target-width-zero", [*EST, "--plan", "--target-width", "0"], "--target-width: expected a number > 0, got '0'"),
+    ("experiment-topics-missing", ["experiment", "--runs", "{tmp}/runs", "--topics", "{tmp}/none.tsv", "--llm", "{pred.qrels}"],
+     "none.tsv: expected an existing file, got 'no such file'"),
+    ("experiment-depth-zero", ["experiment", "--runs", "{tmp}/runs", "--topics", "{queries.tsv}", "--llm", "{pred.qrels}", "--depth", "0"],
+     "--depth: expected a number >= 1, got '0'"),
     ("compare-runs-missing", ["compare", "--qrels", "{gold.qrels}", "--runs", "{tmp}/none"], "none: expected a directory of run files, got 'no such file'"),
     ("compare-min-judged-out-of-range", [*COMPARE, "--min-judged", "1.5"], "--min-judged: expected a number in [0, 1], got '1.5'"),
     # pool, label, fill, report

@@ -25,6 +25,8 @@ _EXPORTS = {
     "judge": "api", "Judged": "api", "panel": "api", "ballots": "api", "blend_labels": "api",
     "calibrate": "api", "Calibrated": "api", "agreement": "api", "correlate": "api", "labels_frame": "api",
     "qrels": "api",
+    # one call from systems to a table, holes in the human labels filled (holes.py)
+    "experiment": "holes",
     "AgreementReport": "evaluate", "BallotTable": "blend", "Blender": "blend", "Panel": "judges.panel",
     "Jury": "jury", "JudgeblenderError": "errors",
     "CallRequest": "calls", "CallResult": "calls", "Message": "calls",
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from .api import (Calibrated, Judged, agreement, ballots, blend_labels, calibrate, correlate, judge,
                       labels_frame, panel, qrels)
     from .blend import BallotTable, Blender
+    from .holes import experiment
     from .evaluate import AgreementReport
     from .judges.panel import Panel
     from .jury import Jury

@@ -89,13 +89,13 @@ def _texts(df, column: str, key: str) -> dict[str, str]:
 def _inputs(pairs: Any, queries: Any, corpus: Any) -> tuple[list[tuple[str, str]], dict[str, str], dict[str, str]]:
     from .pairs import read_corpus, read_queries
 
+    if convert.is_frame(pairs):  # PyTerrier's (qid, docno, query, text) too
+        pairs = convert._columns(pairs, ("qid", "docid"), "pairs")
+        if queries is None and "query" in pairs.columns:
+            queries = _texts(pairs, "query", "qid")
+        if corpus is None and "passage" in pairs.columns:
+            corpus = _texts(pairs, "passage", "docid")
     keys = convert.pairs(pairs)
-    if convert.is_frame(pairs):
-        df = convert._columns(pairs, ("qid", "docid"), "pairs")
-        if queries is None and "query" in df.columns:
-            queries = _texts(df, "query", "qid")
-        if corpus is None and "passage" in df.columns:
-            corpus = _texts(df, "passage", "docid")
     if queries is None or corpus is None:
         raise JudgeblenderError("judge needs the query and passage texts: give a DataFrame with columns qid, "
                                 "docid, query, passage, or queries= and corpus= (mappings or files)")
@@ -111,7 +111,8 @@ def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = Non
           store: Any = None, skip_missing: bool = False) -> Judged:
     """Judge every pair with every judge; calls are cached in `store` (a path or a CallStore).
 
-    `pairs`: a DataFrame (qid, docid, query, passage; or qid, docid with queries= and corpus=), a
+    `pairs`: a DataFrame (qid, docid, query, passage, or PyTerrier's qid, docno, query, text; or
+    qid, docid with queries= and corpus=), a
     pairs/qrels/run file, or (qid, docid) tuples. `judges`: a panel preset, a panel TOML file, or a
     list of model strings, JudgeSpecs or dicts. `prompt`, `mode` and `options` are defaults for
     the judges given as strings or dicts (prompt and mode for LLM judges only)."""

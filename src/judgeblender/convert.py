@@ -2,8 +2,11 @@
 
 The currency is the triple (qid, docid, label), label None where a judge's answer was invalid
 (never 0). Everything that takes labels takes any of:
-  - a pandas DataFrame with columns qid, docid, label (or ir_measures' query_id, doc_id,
-    relevance); a NaN/NA label is an invalid one;
+  - a pandas DataFrame with columns qid, docid, label, or the ecosystem's names for them:
+    PyTerrier's (qid, docno, label; text for a passage) and ir_measures' (query_id, doc_id,
+    relevance); a NaN/NA label is an invalid one. A frame that carries two names for one column
+    (PyTerrier's result frames carry docid, Terrier's internal number, beside docno) is read by
+    the first name of NAMES that it has, and a note on the `judgeblender.inputs` logger says so;
   - a qrels dict {qid: {docid: label}};
   - an iterable of ir_measures `Qrel` tuples or plain (qid, docid, label) tuples;
   - a path to a TREC qrels file (str or Path).
@@ -22,8 +25,11 @@ from typing import Any
 from .errors import JudgeblenderError
 
 Triple = tuple[str, str, "int | None"]
-# ir_measures' column names, accepted beside the project's own
-ALIASES = {"query_id": "qid", "doc_id": "docid", "relevance": "label"}
+# The names each column goes by, the one read first when a frame has several: the project's own,
+# PyTerrier's (docno is the document's name; a PyTerrier docid is Terrier's internal number, so
+# docno wins) and ir_measures' (query_id, doc_id, relevance).
+NAMES = {"qid": ("qid", "query_id"), "docid": ("docno", "docid", "doc_id"), "label": ("label", "relevance"),
+         "passage": ("passage", "text")}
 
 
 def is_frame(value: Any) -> bool:
@@ -31,11 +37,25 @@ def is_frame(value: Any) -> bool:
 
 
 def _columns(df, needed: tuple[str, ...], what: str):
-    df = df.rename(columns={k: v for k, v in ALIASES.items() if k in df.columns and v not in df.columns})
+    """`df` with the project's names (qid, docid, label, passage) for the columns in NAMES it has.
+    Of two names for one column the first in NAMES is read, the other dropped, with a note."""
+    rename, drop, had = {}, [], list(df.columns)
+    for own, names in NAMES.items():
+        present = [n for n in names if n in df.columns]
+        if not present:
+            continue
+        rename[present[0]] = own
+        drop += present[1:]
+        if len(present) > 1:
+            from .pairs.textfile import log
+
+            log.warning("note: %s: columns %s name the same thing; used %r", what,
+                        " and ".join(map(repr, present)), present[0])
+    df = df.drop(columns=drop).rename(columns=rename)
     missing = [c for c in needed if c not in df.columns]
     if missing:
-        raise JudgeblenderError(f"{what}: a DataFrame needs the columns {list(needed)}; "
-                                f"missing {missing} (it has {list(df.columns)})")
+        raise JudgeblenderError(f"{what}: a DataFrame needs the columns {list(needed)} (or PyTerrier's or "
+                                f"ir_measures' names for them); missing {missing} (it has {had})")
     return df
 
 

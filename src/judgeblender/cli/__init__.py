@@ -21,7 +21,7 @@ from .console import err_console
 
 COMMAND_MODULES = [
     "judge", "blend", "agree", "correlate", "pool", "label", "calibrate", "fill", "report", "compare",
-    "grade", "cascade", "prompts", "store", "demo", "estimate",
+    "grade", "cascade", "prompts", "store", "demo", "estimate", "experiment",
 ]
 
 

@@ -60,6 +60,8 @@ ROLES: dict[str, dict[str, str]] = {
                 "models": MODELS, "prompt": PROMPT, "store_path": STORE, "details": OUTPUT},
     "demo": {"store_path": STORE},
     "estimate": {"llm": INPUT, "human": INPUT, "runs_dir": DIR, "design": INPUT},
+    "experiment": {"runs_dir": DIR, "topics": INPUT, "qrels": INPUT, "llm": INPUT, "judge_models": MODELS,
+                   "corpus": INPUT, "prompt": PROMPT, "store_path": STORE, "seed": INPUT, "design": INPUT},
     "prompts show": {"name": PROMPT},
     "prompts render": {"name": PROMPT},
     "store stats": {"store": STORE_READ},

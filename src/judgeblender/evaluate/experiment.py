@@ -1,0 +1,176 @@
+"""An experiment's table: systems scored under human, filled and LLM labels, compared with a baseline.
+
+This is the evaluation half of `jb.experiment` (the pooling and judging half is holes.py): given
+the systems' runs and three qrels over the same pool (the human labels, the human labels with
+their holes filled by LLM labels, and the LLM labels alone), one row per system and measure says
+what each gives, how much of the system's top k people judged (Judged@k), and how many of its top
+k pairs the LLM filled. Against a baseline it adds a paired t-test on the filled labels with a
+named multiple-comparison correction (as pt.Experiment's `correction=`); with a human seed drawn
+at random (and its design), the query-level PPI++ estimates and difference intervals of
+evaluate/estimate.py. Every score is a mean over one set of queries, the population.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import JudgeblenderError
+from ..pairs.qrels import Qrels
+from ..pairs.runs import Run
+from .estimate import estimate_with_seed, holm
+from .leaderboard import RunSet, evaluate_runs, parse_measures
+
+CORRECTIONS = ("holm", "bonferroni", "none")
+# The default of pt.Experiment's `correction=` is none; a table that tests every system against a
+# baseline should not be read without one, so here Holm's step-down method is the default.
+DEFAULT_CORRECTION = "holm"
+
+
+@dataclass
+class Seed:
+    """A human seed drawn at random from the pool, for PPI++: its labels and where its design is."""
+
+    qrels: Qrels
+    path: str | Path  # the seed's file (its design is found beside it) or a name
+    design: str | Path | None = None
+
+
+@dataclass
+class ExperimentInputs:
+    runs: list[Run]
+    population: list[str]  # the queries every score is a mean over
+    human: Qrels | None
+    filled: Qrels
+    llm: Qrels  # the LLM labels of the pool's pairs (complete when the whole pool was judged)
+    llm_sources: dict[tuple[str, str], str] = field(default_factory=dict)  # pairs of `filled` the LLM labelled
+    llm_complete: bool = True  # whether `llm` labels every pooled pair (else its column is NaN)
+
+
+def adjust(p: np.ndarray, correction: str | None) -> np.ndarray:
+    """p-values adjusted for multiple comparisons: holm (step-down), bonferroni, or none."""
+    name = (correction or "none").lower()
+    if name not in CORRECTIONS:
+        raise JudgeblenderError(f"correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
+    p = np.asarray(p, dtype=float)
+    if name == "holm":
+        return holm(p)
+    if name == "bonferroni":
+        return np.minimum(1.0, p * len(p))
+    return p
+
+
+def paired_tests(scores: np.ndarray, baseline: int, correction: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Two-sided paired t-tests of every row of `scores` (systems x queries) against row `baseline`:
+    the raw and adjusted p-values (NaN for the baseline itself; the family is the other systems).
+    A difference that is the same on every query gives NaN (scipy's answer: no variance)."""
+    from scipy import stats
+
+    others = [i for i in range(len(scores)) if i != baseline]
+    raw = np.full(len(scores), np.nan)
+    adj = np.full(len(scores), np.nan)
+    if not others:
+        return raw, adj
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.array([stats.ttest_rel(scores[i], scores[baseline]).pvalue for i in others], dtype=float)
+    raw[others] = p
+    finite = ~np.isnan(p)
+    out = np.full(len(p), np.nan)
+    out[finite] = adjust(p[finite], correction)
+    adj[others] = out
+    return raw, adj
+
+
+def _top_k_counts(runset: RunSet, k: int, labelled: set[tuple[str, str]]) -> np.ndarray:
+    """Per run: how many of its top-k pairs over the population are in `labelled`."""
+    return np.array([sum((q, d) in labelled for q in runset.queries for d in run.top(q, k))
+                     for run in runset.runs], dtype=int)
+
+
+def experiment_table(inputs: ExperimentInputs, measures: Sequence, *, k: int = 10, baseline: str | None = None,
+                     correction: str | None = DEFAULT_CORRECTION, seed: Seed | None = None,
+                     confidence: float = 0.9):
+    """One row per (system, measure); see the module docstring. Columns: system, measure, human,
+    filled, llm, judged (Judged@k under the human labels), filled_pairs (top-k pairs labelled by the
+    LLM), unlabelled (top-k pairs without any label); with a baseline: delta (filled labels), p,
+    p_adjusted, significant; with a seed: ppi, ppi_low, ppi_high, and against the baseline
+    ppi_delta, ppi_delta_low, ppi_delta_high, ppi_p_holm, ppi_significant."""
+    import pandas as pd
+
+    if not 0 < confidence < 1:
+        raise JudgeblenderError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    adjust(np.zeros(0), correction)  # a bad name fails before any work
+    runs = inputs.runs
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise JudgeblenderError(f"two systems share the name {next(n for n in names if names.count(n) > 1)!r}")
+    if baseline is not None and baseline not in names:
+        raise JudgeblenderError(f"baseline {baseline!r} is none of the systems: {', '.join(names)}")
+    parsed = parse_measures(measures)
+    runset = RunSet(runs, inputs.population)
+    human_pq = evaluate_runs(runset, inputs.human, parsed + parse_measures([f"Judged@{k}"])) \
+        if inputs.human is not None else None
+    filled_pq = evaluate_runs(runset, inputs.filled, parsed)
+    llm_pq = evaluate_runs(runset, inputs.llm, parsed) if inputs.llm_complete else None
+    filled_pairs = _top_k_counts(runset, k, set(inputs.llm_sources))
+    labelled = {(q, d) for q, docs in inputs.filled.items() for d in docs}
+    top_k = np.array([sum(len(run.top(q, k)) for q in runset.queries) for run in runs], dtype=int)
+    unlabelled = top_k - _top_k_counts(runset, k, labelled)
+    b = names.index(baseline) if baseline is not None else None
+    estimates = _seed_estimates(inputs, runs, parsed, seed, confidence, baseline) if seed is not None else {}
+    rows = []
+    for m in parsed:
+        name = str(m)
+        f = filled_pq[name]
+        if b is not None:
+            p, p_adj = paired_tests(f, b, correction)
+        for i, run in enumerate(names):
+            row = {"system": run, "measure": name,
+                   "human": float(human_pq[name][i].mean()) if human_pq is not None else np.nan,
+                   "filled": float(f[i].mean()),
+                   "llm": float(llm_pq[name][i].mean()) if llm_pq is not None else np.nan,
+                   f"judged@{k}": float(human_pq[f"Judged@{k}"][i].mean()) if human_pq is not None else np.nan,
+                   "filled_pairs": int(filled_pairs[i]), "unlabelled": int(unlabelled[i])}
+            if b is not None:
+                row.update({"delta": float(f[i].mean() - f[b].mean()), "p": p[i], "p_adjusted": p_adj[i],
+                            "significant": bool(p_adj[i] < 1 - confidence) if i != b else False})
+            row.update(estimates.get((run, name), {}))
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    table.attrs.update({"queries": len(inputs.population), "k": k, "confidence": confidence,
+                        "correction": (correction or "none") if b is not None else None, "baseline": baseline})
+    return table
+
+
+def _seed_estimates(inputs: ExperimentInputs, runs: list[Run], measures: list, seed: Seed, confidence: float,
+                    baseline: str | None) -> dict[tuple[str, str], dict]:
+    """{(system, measure): PPI++ columns}: estimate's numbers from the LLM labels of the whole pool and
+    the seed; the differences against the baseline get Holm's correction over the other systems."""
+    if not inputs.llm_complete:
+        raise JudgeblenderError("PPI++ needs LLM labels for every pooled pair: judge the whole pool (or give "
+                                "llm_labels that cover it)")
+    result = estimate_with_seed(inputs.llm, seed.qrels, runs, measures, confidence=confidence,
+                                llm_path="the LLM labels of the pool", human_path=seed.path,
+                                design_path=seed.design, pairs=baseline is not None)
+    out: dict[tuple[str, str], dict] = {}
+    for r in result.runs:
+        out[(r.run, r.measure)] = {"ppi": r.estimate, "ppi_low": r.ci_low, "ppi_high": r.ci_high}
+    if baseline is None:
+        return out
+    alpha = 1 - confidence
+    for measure in dict.fromkeys(r.measure for r in result.runs):
+        against = []
+        for pe in result.pairs:
+            if pe.measure == measure and baseline in (pe.run_a, pe.run_b):
+                sign = 1.0 if pe.run_a != baseline else -1.0
+                other = pe.run_a if sign > 0 else pe.run_b
+                lo, hi = (pe.ci_low, pe.ci_high) if sign > 0 else (-pe.ci_high, -pe.ci_low)
+                against.append((other, sign * pe.difference, lo, hi, pe.p, pe.normal_ok))
+        p_holm = holm(np.array([a[4] for a in against]))
+        for (other, diff, lo, hi, _, ok), ph in zip(against, p_holm):
+            out[(other, measure)].update({"ppi_delta": diff, "ppi_delta_low": lo, "ppi_delta_high": hi,
+                                          "ppi_p_holm": float(ph), "ppi_significant": bool(ph < alpha and ok)})
+    return out

@@ -1,0 +1,211 @@
+"""Evaluation with the holes of human labels filled: run the systems, pool, judge, fill, score.
+
+`experiment` is `jb.experiment`, one call from systems and topics to a table: the systems (run
+files, DataFrames, dicts or PyTerrier transformers) are pooled to depth k (pairs/pool.py), the
+pooled pairs people did not label are judged by a jury (api.judge, through the call store) or
+taken from existing LLM labels, the human labels are filled with them (label/merge.py: a human
+label always wins), and evaluate/experiment.py scores every system under the human, filled and
+LLM labels. `fill` is the first half alone, which judgeblender.pyterrier.fill_qrels shapes as
+PyTerrier's qrels. PyTerrier is imported only to run a transformer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import convert
+from .errors import JudgeblenderError, require
+from .evaluate.experiment import DEFAULT_CORRECTION, ExperimentInputs, Seed, experiment_table
+from .label.merge import HUMAN, merge_labels
+from .pairs.pool import PoolPair, exclude_judged, pool_runs
+from .pairs.qrels import Qrels
+from .pairs.runs import Run
+
+log = logging.getLogger("judgeblender.fill")
+
+
+# -- systems and topics ---------------------------------------------------------------------
+
+def topic_texts(topics: Any) -> dict[str, str]:
+    """{qid: query text} of a DataFrame (qid, query; ir_measures' query_id), a queries TSV, an
+    `irds:` id or a mapping."""
+    from .pairs import read_queries
+
+    if convert.is_frame(topics):
+        df = convert._columns(topics, ("qid",), "topics")
+        if "query" not in df.columns:
+            raise JudgeblenderError(f"topics: a DataFrame needs the columns qid and query (it has {list(topics.columns)})")
+        return dict(zip(df["qid"].astype(str), df["query"].astype(str)))
+    if isinstance(topics, (str, Path)):
+        return read_queries(topics)
+    if isinstance(topics, Mapping):
+        return {str(q): str(t) for q, t in topics.items()}
+    raise JudgeblenderError(f"topics: a DataFrame (qid, query), a queries file, an irds: id or {{qid: text}}; "
+                            f"got {type(topics).__name__}")
+
+
+def is_transformer(system: Any) -> bool:
+    """A PyTerrier transformer (or anything with PyTerrier's `transform(topics)`), not a frame."""
+    return not convert.is_frame(system) and callable(getattr(system, "transform", None))
+
+
+def system_runs(systems: Any, topics: Any, names: Sequence[str] | None = None) -> list[Run]:
+    """Runs of `systems`: {name: system} or a list (named by `names`, a run file's name, or
+    system 1, 2, ...). A system is a run file, a DataFrame (qid, docid/docno, score), a
+    {qid: {docid: score}} dict, ScoredDoc tuples, or a PyTerrier transformer, run on `topics`."""
+    if isinstance(systems, Mapping):
+        given = {str(k): v for k, v in systems.items()}
+    else:
+        systems = list(systems) if not (isinstance(systems, (str, Path)) or convert.is_frame(systems)
+                                        or is_transformer(systems)) else [systems]
+        if names is not None and len(names) != len(systems):
+            raise JudgeblenderError(f"{len(names)} names for {len(systems)} systems")
+        given = {}
+        for i, system in enumerate(systems):
+            if names is not None:
+                name = str(names[i])
+            elif isinstance(system, (str, Path)):
+                name = convert.runs([system])[0].name
+            else:
+                name = f"system {i + 1}"
+            if name in given:
+                raise JudgeblenderError(f"two systems are named {name!r}: give names=")
+            given[name] = system
+    if any(is_transformer(s) for s in given.values()):
+        require("pyterrier", "pyterrier", "running a PyTerrier transformer as a system")
+        import pandas as pd
+
+        texts = topic_texts(topics)
+        frame = pd.DataFrame({"qid": list(texts), "query": list(texts.values())})
+        given = {n: (s.transform(frame) if is_transformer(s) else s) for n, s in given.items()}
+    return convert.runs(given)
+
+
+# -- filling ------------------------------------------------------------------------------
+
+@dataclass
+class Filled:
+    """Human labels with the pool's holes filled, and what the LLM labelled."""
+
+    qrels: Qrels  # human labels, then LLM labels where people gave none
+    provenance: dict[tuple[str, str], str]  # (qid, docid) -> "human" or the judge (or label source)
+    llm: Qrels  # the LLM labels of the pooled pairs it was asked about
+    pool: list[PoolPair]
+    holes: list[PoolPair]  # pooled pairs without a human label
+    invalid: list[tuple[str, str]]  # pairs the LLM was asked about and gave no valid label for
+    llm_complete: bool  # the LLM labelled (or was asked about) every pooled pair
+    notes: list[str] = field(default_factory=list)
+
+    def frame(self, docid: str = "docid"):
+        """A DataFrame qid, `docid`, label (int), provenance, in the qrels' order."""
+        import pandas as pd
+
+        rows = [(q, d, lab, self.provenance[(q, d)]) for q, docs in self.qrels.items() for d, lab in docs.items()]
+        df = pd.DataFrame(rows, columns=["qid", docid, "label", "provenance"])
+        df["label"] = df["label"].astype(int)
+        df.attrs["notes"] = list(self.notes)
+        return df
+
+
+def _llm_source(llm_labels: Any) -> str:
+    return Path(llm_labels).stem if isinstance(llm_labels, (str, Path)) else "llm_labels"
+
+
+def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Any = None, corpus: Any = None,
+         judges: Any = None, llm_labels: Any = None, prompt: str = "umbrela", mode: str = "generate",
+         options: Mapping[str, Any] | None = None, store: Any = None, blend: str = "mv", k: int = 10,
+         judge_pool: bool = False) -> Filled:
+    """Pool the runs' top k on `queries`; label the pooled pairs the human `qrels` lack (all pooled
+    pairs with `judge_pool`) with `judges` (through `store`) or from `llm_labels`; fill."""
+    if (judges is None) == (llm_labels is None):
+        raise JudgeblenderError("give judges= (to judge the holes) or llm_labels= (labels already made), one of them")
+    human = convert.qrels(qrels, "qrels") if qrels is not None else {}
+    pool = pool_runs(runs, k, set(queries))
+    holes = exclude_judged(pool, human)
+    # Labels already made cost nothing: take them for the whole pool (the LLM-only scores need it).
+    asked = pool if judge_pool or llm_labels is not None else holes
+    if llm_labels is not None:
+        source = _llm_source(llm_labels)
+        given = convert.qrels(llm_labels, "llm_labels")
+        llm: Qrels = {}
+        for p in asked:
+            if p.docid in given.get(p.qid, {}):
+                llm.setdefault(p.qid, {})[p.docid] = given[p.qid][p.docid]
+        what = f"have no valid label in {source}"
+    else:
+        import pandas as pd
+
+        from .api import judge
+
+        run = judge([(p.qid, p.docid) for p in asked], judges, queries=queries, corpus=corpus, prompt=prompt,
+                    mode=mode, options=options, store=store)
+        source = run.judges[0] if len(run.judges) == 1 else f"{blend} of {', '.join(run.judges)}"
+        llm = {}
+        for q, d, lab in run.blend(blend).itertuples(index=False):
+            if not pd.isna(lab):
+                llm.setdefault(q, {})[d] = int(lab)
+        what = f"got no valid label from {source}"
+    invalid = [(p.qid, p.docid) for p in asked if p.docid not in llm.get(p.qid, {})]
+    notes: list[str] = []
+    if invalid:
+        in_holes = sum(d not in human.get(q, {}) for q, d in invalid)
+        notes.append(f"{len(invalid)} of {len(asked)} pooled pairs {what} (first: {invalid[0][0]} {invalid[0][1]}); "
+                     f"{in_holes} of them are holes, left unlabelled in the filled qrels")
+    merged = merge_labels(human, llm)
+    provenance = {(q, d): (HUMAN if src == HUMAN else source) for q, d, _, src in merged.rows}
+    for note in notes:
+        log.warning("note: %s", note)
+    return Filled(merged.qrels(), provenance, llm, pool, holes, invalid, asked is pool or not human, notes)
+
+
+# -- the experiment -----------------------------------------------------------------------
+
+def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = None, judges: Any = None,
+               llm_labels: Any = None, prompt: str = "umbrela", mode: str = "generate",
+               options: Mapping[str, Any] | None = None, store: Any = None, measures: Sequence = ("nDCG@10",),
+               k: int = 10, seed: Any = None, design: str | Path | None = None, baseline: str | None = None,
+               correction: str | None = DEFAULT_CORRECTION, confidence: float = 0.9, blend: str = "mv",
+               names: Sequence[str] | None = None, judge_pool: bool | None = None):
+    """Systems compared on `topics`, with LLM labels where people did not judge: one row per system
+    and measure (see evaluate/experiment.py for the columns).
+
+    `systems`: {name: system} or a list (see system_runs). `qrels`: the human labels (any shape
+    judgeblender.convert reads; None: the LLM labels everything). `judges` (with `corpus` for the
+    passage texts, `prompt`, `mode`, `store`, `blend`) judge the pooled pairs people did not label,
+    or `llm_labels` gives labels already made. `seed`: human labels of a seed drawn at random from
+    the same pool with its `design` (the files `pool --sample-queries/--sample-pairs` write; the
+    design is found beside a seed file): adds PPI++ estimates, for which the whole pool is judged
+    (`judge_pool`, default: only with a seed; the LLM-only column is NaN when only holes were judged
+    by a jury). Scores are means over the topics that have human labels.
+    `baseline`: a system's name; adds paired t-tests on the filled labels with `correction`
+    (holm, bonferroni or none) and, with a seed, PPI++ differences with Holm's correction.
+    The table's `attrs` hold the queries, k, confidence, correction and the notes."""
+    queries = topic_texts(topics)
+    runs = system_runs(systems, topics, names)
+    if judge_pool is None:
+        judge_pool = seed is not None
+    elif seed is not None and not judge_pool:
+        raise JudgeblenderError("a seed needs LLM labels for the whole pool: leave judge_pool at its default")
+    filled = fill(runs, queries, qrels=qrels, corpus=corpus, judges=judges, llm_labels=llm_labels, prompt=prompt,
+                  mode=mode, options=options, store=store, blend=blend, k=k, judge_pool=judge_pool)
+    human = convert.qrels(qrels, "qrels") if qrels is not None else None
+    population = [q for q in queries if q in (human if human is not None else filled.qrels)]
+    if not population:
+        raise JudgeblenderError("no topic has a label: the qrels and the topics share no query")
+    llm_sources = {pq: s for pq, s in filled.provenance.items() if s != HUMAN}
+    inputs = ExperimentInputs(runs, population, human, filled.qrels, filled.llm, llm_sources, filled.llm_complete)
+    seed_arg = None
+    if seed is not None:
+        seed_path = seed if isinstance(seed, (str, Path)) else "seed"
+        if design is None and not isinstance(seed, (str, Path)):
+            raise JudgeblenderError("a seed given as labels (not a file) needs design= (its design file)")
+        seed_arg = Seed(convert.qrels(seed, "seed"), seed_path, design)
+    table = experiment_table(inputs, measures, k=k, baseline=baseline, correction=correction, seed=seed_arg,
+                             confidence=confidence)
+    table.attrs.update({"holes": len(filled.holes), "filled": len(llm_sources), "invalid": len(filled.invalid),
+                        "notes": list(filled.notes)})
+    return table
