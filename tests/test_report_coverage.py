@@ -177,6 +177,10 @@ def test_gold_that_fully_judges_some_queries_is_scored_on_those_only(walk, tmp_p
     said = Sections(html).basis["leaderboard"]
     assert said.startswith(f"Computed on 12 fully judged queries of {len(gold)} ")
     assert "12 queries. tau" in html  # the correlation's caption: scored on those 12 alone
+    # a seed of 10 queries does not displace 12 fully judged ones (exact human scores beat estimates)
+    cli("report", "--gold", tmp_path / "gold.qrels", "--pred", walk["dir"] / "llm.qrels", "--runs", walk["runs"],
+        "--seed-qrels", walk["dir"] / "est.qrels", "--out", tmp_path / "s.html", "--bootstrap", 0, cwd=tmp_path)
+    assert Sections((tmp_path / "s.html").read_text()).basis["leaderboard"] == said
 
 
 # --- intervals stay inside the measure's range --------------------------------------------------------

@@ -32,9 +32,10 @@ class HumanBasis:
     """What the human side of the leaderboards, their correlations and the family bias is computed on.
 
     complete: every query the human labels cover is fully judged (every document in every run's
-    top 10 labelled), so they are scored on all of them; judged: only some are, and only those
-    count; ppi: none or only some are, and --seed-qrels gives PPI++ estimates of the human
-    scores on every query instead; none: no query qualifies and there is no seed.
+    top 10 labelled), so they are scored on all of them; ppi: fewer queries are fully judged than
+    the --seed-qrels seed has, whose PPI++ estimates of the human scores on every query are used
+    instead; judged: only some are, and only those count; none: no query qualifies and there is
+    no seed.
     """
 
     kind: str
@@ -159,7 +160,7 @@ def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | st
         return HumanBasis(COMPLETE, judged, n, f"Computed on all {n} queries the human labels cover, each fully "
                           f"judged (every document in every run's top {DEPTH} labelled).",
                           f"on all {n} queries, each fully judged.")
-    if fitted:
+    if fitted and len(judged) < fitted[0].method["seed_queries"]:
         m = fitted[0].method
         seed = (f"{m['seed_pairs']} seed pairs over {m['seed_queries']} queries" if "seed_pairs" in m
                 else f"{m['seed_queries']} seed queries")
@@ -169,8 +170,9 @@ def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | st
                           "PPI++ estimates from the --seed-qrels seed (too few fully judged queries).")
     if judged:
         return HumanBasis(JUDGED_QUERIES, judged, n, f"Computed on {len(judged)} fully judged queries of {n} (every "
-                          f"document in every run's top {DEPTH} labelled); the other {n - len(judged)} have "
-                          "unlabelled documents there, which a leaderboard would score as irrelevant.",
+                          f"document in every run's top {DEPTH} labelled); "
+                          + ("the other query has" if n - len(judged) == 1 else f"the other {n - len(judged)} have")
+                          + " unlabelled documents there, which a leaderboard would score as irrelevant.",
                           f"on the {len(judged)} fully judged queries of {n}.")
     return HumanBasis(NO_BASIS, [], n, f"Not computed: none of the {n} queries the human labels cover is fully "
                       f"judged (every document in every run's top {DEPTH} labelled), so a human leaderboard would "
