@@ -39,7 +39,8 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 SECTIONS = ["agreement", "confusion", "correlation", "leaderboard", "scatter", "methods", "judges"]
 SEEDED_SECTIONS = ["agreement", "confusion", "correlation", "leaderboard", "estimate", "scatter", "methods", "judges"]
 
-needs_dl19 = pytest.mark.skipif(not (DL19.is_dir() and LLAMA.is_file()), reason=f"shared data not found at {SHARED_DATA}")
+needs_dl19 = pytest.mark.skipif(not (DL19.is_dir() and LLAMA.is_file()),
+                                reason=f"shared data not found at {SHARED_DATA}")
 
 
 def cli(*args, cwd: Path) -> subprocess.CompletedProcess:
@@ -214,7 +215,8 @@ def test_estimates_and_differences_on_dl19_lie_within_the_measures_range(walk):
 SECTION_BASIS = """
 return [...document.querySelectorAll('h2')].map(h => {
   let el = h.nextElementSibling;
-  while (el && el.tagName !== 'H2' && !(el.tagName === 'P' && el.classList.contains('basis'))) el = el.nextElementSibling;
+  const isBasis = e => e.tagName === 'P' && e.classList.contains('basis');
+  while (el && el.tagName !== 'H2' && !isBasis(el)) el = el.nextElementSibling;
   return [h.id, el && el.tagName === 'P' ? el.innerText : null, el && el.tagName === 'P' ? el.offsetHeight : 0];
 });"""
 # Every interval shown: its bounds as displayed, and the range of its measure.

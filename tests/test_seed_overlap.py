@@ -31,7 +31,8 @@ def files(tmp_path):
     human = {q: {f"{q}d{k}": (k * 7 + i) % 4 for k in range(6)} for i, q in enumerate(queries)}
     runs = tmp_path / "runs"
     runs.mkdir()
-    for name, key in (("good", lambda q: sorted(human[q], key=lambda d: -human[q][d])), ("plain", lambda q: sorted(human[q]))):
+    orders = {"good": lambda q: sorted(human[q], key=lambda d: -human[q][d]), "plain": lambda q: sorted(human[q])}
+    for name, key in orders.items():
         (runs / f"{name}.run").write_text("".join(f"{q} Q0 {d} {k} {10 - k} {name}\n" for q in queries
                                                   for k, d in enumerate(key(q), start=1)))
     (tmp_path / "llm.qrels").write_text("".join(f"{q} 0 {d} {min(3, x + (d[-1] == '2'))}\n"

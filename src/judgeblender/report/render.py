@@ -9,7 +9,7 @@ from ..evaluate.agreement import LEVELS
 from ..evaluate.bias import leaderboard_ranks, leaderboard_scatter
 from ..evaluate.intervals import difference_range, measure_range
 from ..evaluate.svgplot import grid_svg
-from .data import LEADERBOARD_MEASURES, NO_BASIS, PPI, ReportData
+from .data import NO_BASIS, PPI, ReportData
 from .heatmap import confusion_svg
 from .html import bar, basis, ci, notes, num, page, table
 
