@@ -324,7 +324,8 @@ def test_a_seed_adds_the_leaderboard_with_ppi_intervals_and_the_orderings(seeded
     html = out.read_text()
     page = Page(html)
     assert "estimate" in page.sections and page.sections.index("estimate") == page.sections.index("leaderboard") + 1
-    rows = {r[0].removesuffix(" *"): r for r in page.table_headed("PPI++ nDCG@10", "human-only", "LLM-only")}
+    rows = {r[0].removesuffix(" *"): r for r in page.table_headed("PPI++ nDCG@10 [90% CI]", "human-only [90% CI]",
+                                                                   "LLM-only")}
     assert set(rows) == {"best", "worst", "shuffle-a", "shuffle-b"}
     # the numbers are evaluate/estimate.py's, at the report's --confidence
     expected = estimate(read_qrels(seeded["llm"]), read_qrels(seeded["seed"]), read_runs_dir(seeded["runs"]),
@@ -334,7 +335,8 @@ def test_a_seed_adds_the_leaderboard_with_ppi_intervals_and_the_orderings(seeded
     assert "90% intervals" in html and "10 human seed queries of 20" in html
     ordered = sum(p.significant for p in expected.pairs)
     assert ordered >= 1 and f"<b>{ordered} of 6</b> pairs of runs significantly ordered" in html
-    assert "<b>best</b> &gt; <b>worst</b>" in html
+    # the orderings are a runs x runs matrix: best's row has an up-triangle in worst's column
+    assert re.search(r'<td class="up" title="best - worst: \+[0-9.]+, 90% Bonferroni interval', html)
     assert f"{ordered} of 6 pairs of runs significantly ordered" in res.output
 
 

@@ -26,6 +26,7 @@ from .blend.calibrate import CalibrationReport, LearnedBlend, cross_validate, fi
 from .errors import JudgeblenderError
 from .evaluate import AgreementReport, correlate as correlate_reports
 from .evaluate import agreement as agreement_report
+from .evaluate.intervals import CONFIDENCE
 from .evaluate.leaderboard import DEFAULT_MEASURES
 from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, summary_rows
 from .backends.registry import command_options, is_scorer
@@ -168,7 +169,7 @@ class Judged:
 
         return pd.DataFrame(summary_rows(self.run))
 
-    def agreement(self, gold: Any, *, bootstrap: int = 1000, seed: int = 0, confidence: float = 0.95):
+    def agreement(self, gold: Any, *, bootstrap: int = 1000, seed: int = 0, confidence: float = CONFIDENCE):
         """Per judge, its agreement with `gold` (one row per judge: n, kappa, kappa_binary, ...,
         kappa_ci, ...: bootstrap intervals over the gold queries, see `agreement`)."""
         import pandas as pd
@@ -258,7 +259,7 @@ def calibrate(labels: Any, gold: Any, learner: str = "thresholds", *, folds: int
 # -- measuring --------------------------------------------------------------------------------
 
 def agreement(gold: Any, pred: Any, *, name: str = "prediction", invalid: int | None = None, bootstrap: int = 1000,
-              seed: int = 0, confidence: float = 0.95) -> AgreementReport:
+              seed: int = 0, confidence: float = CONFIDENCE) -> AgreementReport:
     """Agreement of `pred` with `gold` on the pairs both label: kappa, weighted kappas, alpha,
     accuracy, confusion. Invalid labels in `pred` are counted, not scored. Undefined statistics
     (constant labels, no shared pair) are NaN, with a note. kappa_ci, kappa_binary_ci,
@@ -283,7 +284,7 @@ def _named_labels(predictions: Any) -> dict[str, Any]:
 
 
 def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str] = DEFAULT_MEASURES,
-              bootstrap: int = 1000, seed: int = 0, confidence: float = 0.95):
+              bootstrap: int = 1000, seed: int = 0, confidence: float = CONFIDENCE):
     """How well the leaderboard of `runs` under each prediction's labels matches the one under
     `gold`: one row per (prediction, measure) with Kendall's tau, Spearman's rho, tau_ap and
     their bootstrap intervals. `predictions`: labels, or {name: labels}; `runs`: a folder of TREC

@@ -24,6 +24,7 @@ from .label.merge import HUMAN, merge_labels
 from .pairs.pool import PoolPair, exclude_judged, pool_runs
 from .pairs.qrels import Qrels
 from .pairs.runs import Run
+from .evaluate.intervals import CONFIDENCE
 
 log = logging.getLogger("judgeblender.fill")
 
@@ -168,7 +169,7 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
                llm_labels: Any = None, prompt: str = "umbrela", mode: str = "generate",
                options: Mapping[str, Any] | None = None, store: Any = None, measures: Sequence = ("nDCG@10",),
                k: int = 10, seed: Any = None, design: str | Path | None = None, baseline: str | None = None,
-               correction: str | None = DEFAULT_CORRECTION, confidence: float = 0.9, blend: str = "mv",
+               correction: str | None = DEFAULT_CORRECTION, confidence: float = CONFIDENCE, blend: str = "mv",
                names: Sequence[str] | None = None, judge_pool: bool | None = None):
     """Systems compared on `topics`, with LLM labels where people did not judge: one row per system
     and measure (see evaluate/experiment.py for the columns).

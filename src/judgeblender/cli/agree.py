@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
+from ..evaluate.intervals import CONFIDENCE
 from ..pairs.qrels import read_prediction, read_qrels
 from .console import console
 
@@ -104,7 +105,7 @@ def register(app: typer.Typer) -> None:
         alpha_level: str = typer.Option(None, "--alpha-level", help="Also report Krippendorff's alpha at this level: nominal, ordinal, interval or ratio."),
         bootstrap: int = typer.Option(1000, "--bootstrap", help=BOOTSTRAP_HELP),
         seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap's random generator."),
-        confidence: float = typer.Option(0.95, "--confidence", help="Coverage of the bootstrap intervals, in (0, 1)."),
+        confidence: float = typer.Option(CONFIDENCE, "--confidence", help="Coverage of the bootstrap intervals, in (0, 1)."),
     ) -> None:
         """How well predicted labels agree with gold labels, on the pairs both label."""
         check_invalid_labels(invalid_labels)

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..evaluate.bias import GroupBias, leaderboard_scatter, read_groups, report_bias
+from ..evaluate.intervals import CONFIDENCE
 from ..evaluate.leaderboard import DEFAULT_MEASURES, CorrelationReport, correlate
 from ..evaluate.svgplot import grid_svg
 from ..pairs.qrels import read_qrels
@@ -76,7 +77,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="One JSON object per (prediction, measure) per line."),
         bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap samples over queries; 0 disables."),
         seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap's random generator."),
-        confidence: float = typer.Option(0.95, "--confidence", help="Coverage of the bootstrap intervals."),
+        confidence: float = typer.Option(CONFIDENCE, "--confidence", help="Coverage of the bootstrap intervals."),
         groups_file: Path = typer.Option(None, "--groups", help="TSV 'run<TAB>group': report bias by system family."),
         plot: Path = typer.Option(None, "--plot", help="Write an SVG scatter plot (gold vs predicted score per run)."),
         per_run: bool = typer.Option(False, "--per-run", help="With --json, include every run's two scores."),

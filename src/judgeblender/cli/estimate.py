@@ -14,9 +14,11 @@ from rich.text import Text
 
 from ..errors import InputError, JudgeblenderError
 from ..evaluate.estimate import TARGETS, PairDesign, estimate_with_seed, plan, seed_design
+from ..evaluate.intervals import CONFIDENCE
+from ..evaluate.seed_overlap import seed_overlap
 from ..pairs.qrels import read_qrels
 from ..pairs.runs import read_runs_dir
-from .console import console
+from .console import console, err_console
 
 DEFAULT_MEASURE = "nDCG@10"
 SHOWN_PAIRS = 30
@@ -24,6 +26,10 @@ SHOWN_PAIRS = 30
 
 def _fmt(x: float, digits: int = 3) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _interval(x: float, lo: float, hi: float) -> str:
+    return f"{_fmt(x)} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +40,7 @@ def register(app: typer.Typer) -> None:
         runs_dir: Path = typer.Option(..., "--runs", help="Directory of TREC run files (plain or gzip)."),
         measures: list[str] = typer.Option(None, "--measure", "-m",
                                            help=f"ir_measures measure, repeatable [default: {DEFAULT_MEASURE}]."),
-        confidence: float = typer.Option(0.9, "--confidence", help="Coverage of the intervals, in (0, 1)."),
+        confidence: float = typer.Option(CONFIDENCE, "--confidence", help="Coverage of the intervals, in (0, 1)."),
         target: str = typer.Option("collection", "--target",
                                    help="What is estimated: 'collection' (mean over these queries, finite-population "
                                         "corrected) or 'superpopulation' (queries as an i.i.d. sample; ppi-python as is)."),
@@ -46,6 +52,9 @@ def register(app: typer.Typer) -> None:
         target_width: Optional[float] = typer.Option(None, "--target-width", help="With --plan: the interval width wanted."),
         as_json: bool = typer.Option(False, "--json",
                                      help="One JSON object per line: per run and measure, then per pair, then the method."),
+        calibration_seed: Optional[Path] = typer.Option(
+            None, "--calibration-seed", help="The seed the panel was calibrated on (pairs TSV or qrels): warns, with "
+            "counts, when --human shares queries or pairs with it (the panel has seen them)."),
     ) -> None:
         """Scores of runs with confidence intervals from LLM labels plus a small human seed (PPI++)."""
         if not 0 < confidence < 1:
@@ -62,6 +71,10 @@ def register(app: typer.Typer) -> None:
             raise JudgeblenderError("--plan works for --target collection only")
         llm_qrels = read_qrels(llm)
         human_qrels = read_qrels(human)
+        if calibration_seed is not None:
+            warning = seed_overlap(human_qrels, calibration_seed).warning()
+            if warning:
+                err_console.print(warning, markup=False)
         runs = read_runs_dir(runs_dir)
         if do_plan:
             if isinstance(the_design, PairDesign):
@@ -95,17 +108,18 @@ def _print(result, method: dict) -> None:
         seed = (f"{method['seed_pairs']} human seed pairs over {method['seed_queries']} queries"
                 if "seed_pairs" in method else f"{method['seed_queries']} human seed queries")
         table = Table(title=Text(f"{measure}: {conf:.0%} intervals, {seed} of {method['queries']}"),
-                      caption=Text("x ± h: the interval [x - h, x + h]. PPI++: LLM labels on every query, corrected "
-                                   "by the human seed. human-only: the seed alone. LLM-only: no correction (biased "
-                                   "when the judge is). lambda: weight of the LLM scores (0: ignored). *: fails Cochran's "
-                                   "rule on the seed (skewed scores): the interval is less trustworthy."))
+                      caption=Text(f"x [lo, hi]: the estimate and its {conf:.0%} interval, clipped to the measure's "
+                                   "range. PPI++: LLM labels on every query, corrected by the human seed. human-only: "
+                                   "the seed alone. LLM-only: no correction (biased when the judge is). lambda: weight "
+                                   "of the LLM scores (0: ignored). *: fails Cochran's rule on the seed (skewed "
+                                   "scores): the interval is less trustworthy."))
         table.add_column("run", overflow="fold", min_width=10)
-        for col in ("PPI++", "human-only", "LLM-only", "lambda"):
+        for col in (f"PPI++ [{conf:.0%} CI]", f"human-only [{conf:.0%} CI]", "LLM-only", "lambda"):
             table.add_column(col, justify="right")
         for r in rows:
-            table.add_row(Text(r.run + ("" if r.normal_ok else " *")), f"{_fmt(r.estimate)} ± {_fmt((r.ci_high - r.ci_low) / 2)}",
-                          f"{_fmt(r.human_only)} ± {_fmt((r.human_only_high - r.human_only_low) / 2)}",
-                          _fmt(r.llm_only), _fmt(r.lam, 2))
+            table.add_row(Text(r.run + ("" if r.normal_ok else " *")), _interval(r.estimate, r.ci_low, r.ci_high),
+                          _interval(r.human_only, r.human_only_low, r.human_only_high), _fmt(r.llm_only),
+                          _fmt(r.lam, 2))
         console.print(table)
         pairs = [p for p in result.pairs if p.measure == measure]
         if pairs:
@@ -120,8 +134,8 @@ def _print(result, method: dict) -> None:
                     hi, lo, c_lo, c_hi = p.run_a, p.run_b, p.ci_low_bonferroni, p.ci_high_bonferroni
                 else:
                     hi, lo, c_lo, c_hi = p.run_b, p.run_a, -p.ci_high_bonferroni, -p.ci_low_bonferroni
-                console.print(f"  {hi} > {lo}: by {abs(p.difference):.3f}, Bonferroni interval "
-                              f"[{_fmt(c_lo)}, {_fmt(c_hi)}], Holm p {p.p_holm:.2g}", markup=False)
+                console.print(f"  {hi} > {lo}: by {abs(p.difference):.3f}, {conf:.0%} Bonferroni interval (all "
+                              f"pairs at once) [{_fmt(c_lo)}, {_fmt(c_hi)}], Holm p {p.p_holm:.2g}", markup=False)
             if len(sig) > SHOWN_PAIRS:
                 console.print(f"  ... and {len(sig) - SHOWN_PAIRS} more (--json lists every pair)", markup=False)
     console.print(f"estimated: {method['estimand']}", markup=False)

@@ -17,6 +17,7 @@ from ..holes import experiment
 from ..pairs.runs import read_runs_dir
 from .console import console
 from .estimate import _fmt
+from ..evaluate.intervals import CONFIDENCE
 
 
 def register(app: typer.Typer) -> None:
@@ -37,7 +38,7 @@ def register(app: typer.Typer) -> None:
         design: Optional[Path] = typer.Option(None, "--design", help="Design file of --seed [default: SEED.design.json]."),
         baseline: Optional[str] = typer.Option(None, "--baseline", help="A run's name: paired t-tests against it."),
         correction: str = typer.Option(DEFAULT_CORRECTION, "--correction", help=f"Multiple-comparison correction: {', '.join(CORRECTIONS)}."),
-        confidence: float = typer.Option(0.9, "--confidence", help="Coverage of the intervals and 1 - the tests' level, in (0, 1)."),
+        confidence: float = typer.Option(CONFIDENCE, "--confidence", help="Coverage of the intervals and 1 - the tests' level, in (0, 1)."),
         as_json: bool = typer.Option(False, "--json", help="One JSON object per line: per system and measure, then a summary."),
     ) -> None:
         """Compare runs with LLM labels where people did not judge: scores under human, filled and LLM labels."""

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from ..evaluate.intervals import CONFIDENCE
 from ..report import ReportInputs, build_report
 from .console import console, err_console
 
@@ -31,17 +32,24 @@ def register(app: typer.Typer) -> None:
             "`estimate` computes them."),
         design: Optional[Path] = typer.Option(
             None, "--design", help="Design file of --seed-qrels [default: SEED.design.json beside it, if it exists]."),
-        confidence: float = typer.Option(0.95, "--confidence",
+        confidence: float = typer.Option(CONFIDENCE, "--confidence",
                                          help="Coverage of the bootstrap and the seed's intervals, in (0, 1)."),
+        calibration_seed: Optional[Path] = typer.Option(
+            None, "--calibration-seed", help="The seed the panel was calibrated on (pairs TSV or qrels): warns, with "
+            "counts, when --gold or --seed-qrels share queries or pairs with it (the panel has seen them)."),
     ) -> None:
         """Agreement, confusion matrices, leaderboards, bias by family, holes and cost, in one HTML file."""
         data = build_report(ReportInputs(gold=gold, preds=list(preds), runs_dir=runs_dir, groups=groups, store=store,
                                          bootstrap=bootstrap, seed=seed, min_judged=min_judged, title=title,
-                                         seed_qrels=seed_qrels, design=design, confidence=confidence), out)
+                                         seed_qrels=seed_qrels, design=design, confidence=confidence,
+                                         calibration_seed=calibration_seed), out)
+        for warning in data.warnings:
+            err_console.print(warning, markup=False)
         for a in data.agreements:
-            tau = next(r.kendall_tau for r in data.correlations if r.name == a.name and r.measure == "nDCG@10")
             kappa = "n/a" if math.isnan(a.kappa) else f"{a.kappa:.3f}"
-            console.print(f"{a.name}: {a.n:,} shared pairs, kappa {kappa}, nDCG@10 tau {tau:.3f}", markup=False)
+            tau = next((f", {r.measure} tau {r.kendall_tau:.3f}" for r in data.correlations if r.name == a.name), "")
+            console.print(f"{a.name}: {a.n:,} shared pairs, kappa {kappa}{tau}", markup=False)
+        console.print(f"human leaderboards: {data.basis.statement}", markup=False)
         for name, result in data.estimates.items():
             if isinstance(result, str):
                 err_console.print(f"{name}: no seed estimate: {result}", markup=False)

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import InputError, JudgeblenderError
 from ..kappa import cohen_kappa, confusion_matrix, kappa_from_confusion
 from .bootstrap import bootstrap_query_counts, percentile_interval
+from .intervals import CONFIDENCE
 from ..pairs.qrels import Qrels, qrels_size
 
 LEVELS = (0, 1, 2, 3)
@@ -54,7 +55,7 @@ class AgreementReport:
     weighted_kappa_quadratic_ci: tuple[float, float] = NAN_INTERVAL
     alpha_ordinal_ci: tuple[float, float] = NAN_INTERVAL
     bootstrap: int = 0  # bootstrap replicates (0: no intervals)
-    confidence: float = 0.95
+    confidence: float = CONFIDENCE
     seed: int = 0
 
     def to_dict(self) -> dict:
@@ -63,7 +64,7 @@ class AgreementReport:
 
 
 def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0, *, bootstrap: int = 0, seed: int = 0,
-              confidence: float = 0.95) -> AgreementReport:
+              confidence: float = CONFIDENCE) -> AgreementReport:
     """Compare `pred` with `gold` on the pairs both contain.
 
     Statistics that are undefined on the shared pairs (none shared, or a rater that gives

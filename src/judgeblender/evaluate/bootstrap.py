@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from .intervals import CONFIDENCE
 from .rank_correlation import centred_ranks, pairwise_rows, spearman_rows
 
 
@@ -29,7 +30,7 @@ def bootstrap_query_counts(n_queries: int, samples: int, seed: int) -> np.ndarra
 
 
 def bootstrap_intervals(gold: np.ndarray, pred: np.ndarray, counts: np.ndarray,
-                        confidence: float = 0.95) -> dict[str, tuple[float, float]]:
+                        confidence: float = CONFIDENCE) -> dict[str, tuple[float, float]]:
     """Percentile intervals of tau, rho and tau_AP when queries are resampled.
 
     `gold` and `pred` are (runs x queries) per-query scores. Each bootstrap sample's

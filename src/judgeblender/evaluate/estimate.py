@@ -58,6 +58,7 @@ from ..pairs.qrels import Qrels
 from ..pairs.runs import Run
 from ..pairs.textfile import iter_lines
 from .agreement import json_ready
+from .intervals import CONFIDENCE, clip, difference_range, measure_range
 # The fast per-query measures: the one place this module reaches into the leaderboard code.
 from .leaderboard import RunSet, evaluate_runs, parse_measures
 
@@ -69,13 +70,15 @@ TARGETS = ("collection", "superpopulation")
 # ---------------------------------------------------------------------------------------
 
 def query_ppi(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, *, target: str = "collection",
-              confidence: float = 0.9, lam: float | np.ndarray | None = None) -> dict[str, np.ndarray]:
+              confidence: float = CONFIDENCE, lam: float | np.ndarray | None = None,
+              bounds: tuple[float, float] | None = None) -> dict[str, np.ndarray]:
     """Query-level PPI++ estimates of the mean of `y` over the last axis.
 
     `y` and `f` are (..., N) per-query human and LLM scores (y is read only where `seeded`);
     `seeded` is a boolean (..., N) mask of the human seed, broadcast against them, with the
     same number n >= 2 of seed queries in every row. `lam` None tunes lambda per row; a
-    number fixes it (0: the human-only estimate). Returns arrays of shape (...): estimate,
+    number fixes it (0: the human-only estimate). `bounds` (lo, hi): the range the mean can
+    take; the interval is clipped to it (intervals.py). Returns arrays of shape (...): estimate,
     se, ci_low, ci_high, p (two-sided, of a zero mean), lam, n.
     """
     if target not in TARGETS:
@@ -152,7 +155,8 @@ def query_ppi(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, *, target: str =
     with np.errstate(invalid="ignore", divide="ignore"):
         r2 = (resid * resid).sum(-1) / n
         g1 = np.where(r2 > 0, ((resid ** 3).sum(-1) / n) / r2 ** 1.5, np.inf)
-    return {"estimate": est, "se": se, "ci_low": est - crit * se, "ci_high": est + crit * se, "p": p,
+    return {"estimate": est, "se": se, "ci_low": clip(est - crit * se, bounds),
+            "ci_high": clip(est + crit * se, bounds), "p": p,
             "lam": np.asarray(lam_v, dtype=float) + 0.0, "n": n, "crit": np.broadcast_to(crit, est.shape),
             "skewness": g1, "normal_ok": n > 25 * g1 ** 2}
 
@@ -250,6 +254,7 @@ class PairEstimate:
     p_holm: float
     normal_ok: bool  # Cochran's rule n > 25 g1^2 on the seed's residual differences
     significant: bool  # Holm at 1 - confidence, and normal_ok
+    confidence: float  # of ci_low / ci_high (the Bonferroni interval's is 1 - (1 - confidence) / pairs)
 
     def to_dict(self) -> dict:
         return json_ready(asdict(self))
@@ -294,7 +299,7 @@ def method_description(target: str, confidence: float, n: int, big_n: int, n_pai
             "`pool --sample-queries` records it)",
             "every pair of a seed query that the LLM labelled is labelled by people (whole queries)",
             "the LLM labels were not fitted to the seed (a seed used to calibrate the panel must be split "
-            "first; this is not checked)",
+            "first; `--calibration-seed` warns when the two overlap)",
             "the t / normal approximation of a mean of n per-query values; weakest under 10 seed queries",
         ],
     }
@@ -330,7 +335,7 @@ def estimate_with_seed(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: 
     return result
 
 
-def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, *, confidence: float = 0.9,
+def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, *, confidence: float = CONFIDENCE,
              target: str = "collection", llm_path: str | Path = "LLM qrels",
              human_path: str | Path = "seed qrels", design: Design | None = None,
              design_path: str | Path | None = None, pairs: bool = True) -> EstimateResult:
@@ -363,13 +368,14 @@ def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, 
     out_runs: list[RunEstimate] = []
     out_pairs: list[PairEstimate] = []
     run_names = runset.names
-    for name in names:
+    for measure, name in zip(parsed, names):
         y, f = human_pq[name], llm_pq[name]
+        bounds = measure_range(measure)
         if target == "superpopulation":
-            ppi = _ppi_python_rows(y, f, seeded, confidence)
+            ppi = _ppi_python_rows(y, f, seeded, confidence, bounds)
         else:
-            ppi = query_ppi(y, f, seeded, target=target, confidence=confidence)
-        h = query_ppi(y, f, seeded, target=target, confidence=confidence, lam=0.0)
+            ppi = query_ppi(y, f, seeded, target=target, confidence=confidence, bounds=bounds)
+        h = query_ppi(y, f, seeded, target=target, confidence=confidence, lam=0.0, bounds=bounds)
         for i, run in enumerate(run_names):
             out_runs.append(RunEstimate(
                 run=run, measure=name, estimate=float(ppi["estimate"][i]), ci_low=float(ppi["ci_low"][i]),
@@ -379,7 +385,8 @@ def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, 
                 n_seed=n, n_queries=big_n, confidence=confidence, target=target,
                 normal_ok=bool(ppi["normal_ok"][i])))
         if pairs and len(run_names) > 1:
-            out_pairs.extend(_pair_estimates(name, run_names, y, f, seeded, target, confidence))
+            out_pairs.extend(_pair_estimates(name, run_names, y, f, seeded, target, confidence,
+                                             difference_range(bounds)))
     n_pairs = len(run_names) * (len(run_names) - 1) // 2 if pairs else 0
     notes = []
     doubtful = sorted({r.run for r in out_runs if not r.normal_ok})
@@ -393,7 +400,8 @@ def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, 
     return EstimateResult(out_runs, out_pairs, method_description(target, confidence, n, big_n, n_pairs), notes)
 
 
-def _ppi_python_rows(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, confidence: float) -> dict[str, np.ndarray]:
+def _ppi_python_rows(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, confidence: float,
+                     bounds: tuple[float, float] | None = None) -> dict[str, np.ndarray]:
     """ppi-python's own ppi_mean_ci, one run at a time (the superpopulation target)."""
     ppi_py = require("ppi_py", "estimate", "estimate --target superpopulation")
     out = {k: np.empty(len(y)) for k in ("estimate", "ci_low", "ci_high", "se", "lam")}
@@ -409,21 +417,23 @@ def _ppi_python_rows(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, confidenc
         out["estimate"][i] = float(np.ravel(ppi_py.ppi_mean_pointestimate(ys, fs, fu))[0])
         out["se"][i] = (out["ci_high"][i] - out["ci_low"][i]) / (2 * z)
         out["lam"][i] = lam[i]
+    out["ci_low"], out["ci_high"] = clip(out["ci_low"], bounds), clip(out["ci_high"], bounds)
     return out
 
 
 def _pair_estimates(measure: str, run_names: list[str], y: np.ndarray, f: np.ndarray, seeded: np.ndarray,
-                    target: str, confidence: float) -> list[PairEstimate]:
+                    target: str, confidence: float, bounds: tuple[float, float] | None = None) -> list[PairEstimate]:
     a, b = np.triu_indices(len(run_names), 1)
-    d = query_ppi(y[a] - y[b], f[a] - f[b], seeded, target=target, confidence=confidence)
+    d = query_ppi(y[a] - y[b], f[a] - f[b], seeded, target=target, confidence=confidence, bounds=bounds)
     k = len(a)
     alpha = 1 - confidence
-    bonf = query_ppi(y[a] - y[b], f[a] - f[b], seeded, target=target, confidence=1 - alpha / k, lam=d["lam"])
+    bonf = query_ppi(y[a] - y[b], f[a] - f[b], seeded, target=target, confidence=1 - alpha / k, lam=d["lam"],
+                     bounds=bounds)
     p_holm = holm(d["p"])
     return [PairEstimate(measure, run_names[i], run_names[j], float(d["estimate"][t]), float(d["ci_low"][t]),
                          float(d["ci_high"][t]), float(bonf["ci_low"][t]), float(bonf["ci_high"][t]),
                          float(d["p"][t]), float(p_holm[t]), bool(d["normal_ok"][t]),
-                         bool(p_holm[t] < alpha and d["normal_ok"][t]))
+                         bool(p_holm[t] < alpha and d["normal_ok"][t]), confidence)
             for t, (i, j) in enumerate(zip(a.tolist(), b.tolist()))]
 
 
@@ -467,7 +477,7 @@ def queries_needed(s2: np.ndarray, big_n: int, target_width: float, confidence: 
 
 
 def plan(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, *, target_width: float,
-         confidence: float = 0.9, llm_path: str | Path = "LLM qrels", human_path: str | Path = "seed qrels",
+         confidence: float = CONFIDENCE, llm_path: str | Path = "LLM qrels", human_path: str | Path = "seed qrels",
          design: Design | None = None, design_path: str | Path | None = None) -> list[PlanRow]:
     """From a pilot seed: how many seed queries (and human labels) the collection target needs for
     intervals no wider than `target_width`, per run and measure, with PPI++ and with the seed alone.
@@ -529,7 +539,7 @@ def _linear_cutoff(measure, depth: int) -> tuple[int, int]:
 
 
 def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, design: PairDesign, *,
-                         confidence: float = 0.9, llm_path: str | Path = "LLM qrels",
+                         confidence: float = CONFIDENCE, llm_path: str | Path = "LLM qrels",
                          human_path: str | Path = "seed qrels", design_path: str | Path = "design",
                          pairs: bool = True) -> EstimateResult:
     """Per run and measure (P@k): the difference (Horvitz-Thompson) estimator under the design's
@@ -566,8 +576,9 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
         pi = np.array([pi_of[pr] for pr in pair_list])
         sampled = np.array([[pr in drawn for pr in pair_list]])
         lg, hg = gains(llm, pair_list, "precision", rel), gains(human, pair_list, "precision", rel)
-        ppi = poisson_estimate(w, lg, hg, sampled, pi, confidence, lam=1.0)
-        ho = poisson_estimate(w, lg, hg, sampled, pi, confidence, lam=0.0)
+        bounds = measure_range(m)
+        ppi = poisson_estimate(w, lg, hg, sampled, pi, confidence, lam=1.0, bounds=bounds)
+        ho = poisson_estimate(w, lg, hg, sampled, pi, confidence, lam=0.0, bounds=bounds)
         for i, run in enumerate(run_names):
             out_runs.append(RunEstimate(
                 run=run, measure=name, estimate=float(ppi["estimate"][0, i]), ci_low=float(ppi["ci_low"][0, i]),
@@ -578,14 +589,16 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
                 normal_ok=bool(ppi["normal_ok"][0, i])))
         if pairs and len(run_names) > 1:
             a, b = np.triu_indices(len(run_names), 1)
-            d = poisson_estimate(w[a] - w[b], lg, hg, sampled, pi, confidence, lam=1.0)
+            d_bounds = difference_range(bounds)
+            d = poisson_estimate(w[a] - w[b], lg, hg, sampled, pi, confidence, lam=1.0, bounds=d_bounds)
             z_b = stats.norm.ppf(1 - alpha / (2 * len(a)))
             p_holm = holm(d["p"][0])
             out_pairs.extend(PairEstimate(
                 name, run_names[i], run_names[j], float(d["estimate"][0, t]), float(d["ci_low"][0, t]),
-                float(d["ci_high"][0, t]), float(d["estimate"][0, t] - z_b * d["se"][0, t]),
-                float(d["estimate"][0, t] + z_b * d["se"][0, t]), float(d["p"][0, t]), float(p_holm[t]),
-                bool(d["normal_ok"][0, t]), bool(p_holm[t] < alpha and d["normal_ok"][0, t]))
+                float(d["ci_high"][0, t]), clip(float(d["estimate"][0, t] - z_b * d["se"][0, t]), d_bounds),
+                clip(float(d["estimate"][0, t] + z_b * d["se"][0, t]), d_bounds), float(d["p"][0, t]),
+                float(p_holm[t]), bool(d["normal_ok"][0, t]), bool(p_holm[t] < alpha and d["normal_ok"][0, t]),
+                confidence)
                 for t, (i, j) in enumerate(zip(a.tolist(), b.tolist())))
     n_pairs = len(run_names) * (len(run_names) - 1) // 2 if pairs else 0
     method = {
@@ -603,7 +616,7 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
                      "Bonferroni intervals hold for all pairs at once"),
         "assumptions": [
             "the seed pairs were drawn independently with the design's probabilities (pool --sample-pairs)",
-            "the LLM labels were not fitted to the seed (not checked)",
+            "the LLM labels were not fitted to the seed (`--calibration-seed` warns when the two overlap)",
             "the normal approximation of a Horvitz-Thompson sum: docs/estimation.md measures coverage of 0.88-0.90 "
             "from about 150 labels on DL19, and under-coverage with fewer",
         ],

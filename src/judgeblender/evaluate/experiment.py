@@ -23,6 +23,7 @@ from ..pairs.qrels import Qrels
 from ..pairs.runs import Run
 from .estimate import estimate_with_seed, holm
 from .leaderboard import RunSet, evaluate_runs, parse_measures
+from .intervals import CONFIDENCE
 
 CORRECTIONS = ("holm", "bonferroni", "none")
 # The default of pt.Experiment's `correction=` is none; a table that tests every system against a
@@ -92,7 +93,7 @@ def _top_k_counts(runset: RunSet, k: int, labelled: set[tuple[str, str]]) -> np.
 
 def experiment_table(inputs: ExperimentInputs, measures: Sequence, *, k: int = 10, baseline: str | None = None,
                      correction: str | None = DEFAULT_CORRECTION, seed: Seed | None = None,
-                     confidence: float = 0.9):
+                     confidence: float = CONFIDENCE):
     """One row per (system, measure); see the module docstring. Columns: system, measure, human,
     filled, llm, judged (Judged@k under the human labels), filled_pairs (top-k pairs labelled by the
     LLM), unlabelled (top-k pairs without any label); with a baseline: delta (filled labels), p,

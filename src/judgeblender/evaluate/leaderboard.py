@@ -23,6 +23,7 @@ from ..pairs.runs import Run, tied
 from .agreement import json_ready
 from .bootstrap import BootstrapGold, bootstrap_query_counts
 from .fast_measures import RankMatrix, fast_kind, fast_values, fits_int8, supports
+from .intervals import CONFIDENCE
 from .rank_correlation import pairwise_rows, spearman_rows
 
 DEFAULT_MEASURES = ("nDCG@10", "AP(rel=2)")
@@ -161,6 +162,13 @@ def evaluate_runs(runset: RunSet, qrels: Qrels, measures: Sequence) -> dict[str,
     return out
 
 
+def fully_judged_queries(runs: Sequence[Run], qrels: Qrels, depth: int = 10) -> list[str]:
+    """The qrels' queries whose every document in every run's top `depth` has a label: the
+    only ones where a leaderboard under these labels scores no unlabelled document as
+    irrelevant. A run that ranks nothing for a query does not disqualify it."""
+    return [q for q, docs in qrels.items() if docs and all(d in docs for run in runs for d in run.top(q, depth))]
+
+
 # ---------------------------------------------------------------------------------------
 # The whole comparison
 # ---------------------------------------------------------------------------------------
@@ -202,7 +210,7 @@ class CorrelationReport:
 
 def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run],
               measures: Sequence[str] = DEFAULT_MEASURES, bootstrap: int = 1000, seed: int = 0,
-              confidence: float = 0.95) -> list[CorrelationReport]:
+              confidence: float = CONFIDENCE) -> list[CorrelationReport]:
     """Compare the leaderboard of `runs` under each prediction with the one under `gold`.
 
     One report per (prediction, measure), predictions outermost. Only the gold qrels'
@@ -269,19 +277,25 @@ def _reports(gold, predictions, runs, runset, parsed, judged, names, queries, go
             m_notes = list(notes)
             if np.ptp(g_scores) == 0 or np.ptp(p_scores) == 0:
                 m_notes.append("one leaderboard gives every run the same score: correlations are undefined")
-            if counts is not None:
-                ci = boot_gold[name].intervals(p_pq, confidence)
-            else:
-                ci = {k: (math.nan, math.nan) for k in ("kendall_tau", "spearman_rho", "tau_ap")}
-            tau_b, tau_ap_value = pairwise_rows(g_scores[None, :], p_scores[None, :])
-            reports.append(CorrelationReport(
-                name=pred_name, measure=name, n_runs=len(runs), n_queries=len(queries),
-                kendall_tau=float(tau_b[0]),
-                spearman_rho=float(spearman_rows(g_scores[None, :], p_scores[None, :])[0]),
-                tau_ap=float(tau_ap_value[0]),
-                kendall_tau_ci=ci["kendall_tau"], spearman_rho_ci=ci["spearman_rho"],
-                tau_ap_ci=ci["tau_ap"], bootstrap=bootstrap, confidence=confidence,
-                unjudged_at_10=unjudged, runs=runset.names,
-                gold_scores=g_scores.tolist(), pred_scores=p_scores.tolist(), notes=m_notes,
-            ))
+            ci = boot_gold[name].intervals(p_pq, confidence) if counts is not None else None
+            reports.append(compare_scores(pred_name, name, runset.names, g_scores, p_scores, len(queries), m_notes,
+                                          ci=ci, bootstrap=bootstrap, confidence=confidence, unjudged_at_10=unjudged))
     return reports
+
+
+def compare_scores(name: str, measure: str, runs: Sequence[str], gold_scores: Sequence[float],
+                   pred_scores: Sequence[float], n_queries: int, notes: Sequence[str] = (), *,
+                   ci: Mapping[str, tuple[float, float]] | None = None, bootstrap: int = 0,
+                   confidence: float = CONFIDENCE, unjudged_at_10: float = math.nan) -> CorrelationReport:
+    """The report comparing two leaderboards given as one score per run (tau, rho, tau_AP);
+    `ci` the bootstrap intervals when there are any (else NaN). For leaderboards that come
+    from elsewhere too, such as a human leaderboard estimated by PPI++."""
+    g, p = np.asarray(gold_scores, dtype=float), np.asarray(pred_scores, dtype=float)
+    tau_b, tau_ap_value = pairwise_rows(g[None, :], p[None, :])
+    ci = ci or {k: (math.nan, math.nan) for k in ("kendall_tau", "spearman_rho", "tau_ap")}
+    return CorrelationReport(
+        name=name, measure=measure, n_runs=len(runs), n_queries=n_queries, kendall_tau=float(tau_b[0]),
+        spearman_rho=float(spearman_rows(g[None, :], p[None, :])[0]), tau_ap=float(tau_ap_value[0]),
+        kendall_tau_ci=ci["kendall_tau"], spearman_rho_ci=ci["spearman_rho"], tau_ap_ci=ci["tau_ap"],
+        bootstrap=bootstrap, confidence=confidence, unjudged_at_10=unjudged_at_10, runs=list(runs),
+        gold_scores=g.tolist(), pred_scores=p.tolist(), notes=list(notes))

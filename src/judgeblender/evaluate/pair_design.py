@@ -30,6 +30,7 @@ from ..errors import JudgeblenderError
 from ..pairs.design import inclusion_probabilities  # noqa: F401  (re-exported)
 from ..pairs.qrels import Qrels
 from ..pairs.runs import Run
+from .intervals import CONFIDENCE, clip
 
 
 # A difference or score is declared (or its interval trusted) only when at least this many drawn pairs
@@ -65,13 +66,15 @@ def gains(qrels: Qrels, pairs: Sequence[tuple[str, str]], kind: str, rel: int = 
 
 
 def poisson_estimate(w: np.ndarray, llm_gain: np.ndarray, human_gain: np.ndarray, sampled: np.ndarray,
-                     pi: np.ndarray, confidence: float = 0.9, lam: float | None = 1.0) -> dict[str, np.ndarray]:
+                     pi: np.ndarray, confidence: float = CONFIDENCE, lam: float | None = 1.0,
+                     bounds: tuple[float, float] | None = None) -> dict[str, np.ndarray]:
     """The difference (Horvitz-Thompson) estimator of W @ human_gain for each row of `sampled`
     (sims x pairs, booleans: which pairs people labelled) under Poisson sampling with `pi`.
 
     human_gain is read only where sampled. lam=None tunes lambda per (sim, run) on the sample
     (weighted least squares through the origin of the residual variance, clipped to [0, 1]:
-    a small bias, as for any tuned estimator). Returns (sims x runs) arrays.
+    a small bias, as for any tuned estimator). `bounds`: the range the estimand can take, which
+    the interval is clipped to (intervals.py). Returns (sims x runs) arrays.
     """
     if not 0 < confidence < 1:
         raise JudgeblenderError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
@@ -105,7 +108,8 @@ def poisson_estimate(w: np.ndarray, llm_gain: np.ndarray, human_gain: np.ndarray
         p = np.where(se > 0, 2 * stats.norm.sf(np.abs(est) / se), np.where(exact & (est != 0), 0.0, 1.0))
     # drawn pairs whose residual term is not 0, per row: how many terms the normal approximation rests on
     informative = (s * (h - (1.0 if lam is None else lam) * llm_gain != 0)) @ (w != 0).T.astype(float)
-    return {"estimate": est, "se": se, "ci_low": est - z * se, "ci_high": est + z * se, "lam": lam_v, "p": p,
+    return {"estimate": est, "se": se, "ci_low": clip(est - z * se, bounds), "ci_high": clip(est + z * se, bounds),
+            "lam": lam_v, "p": p,
             "informative": informative, "normal_ok": (informative >= MIN_INFORMATIVE) | exact[None, :]}
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import InputError, JudgeblenderError
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
 from ..evaluate.bias import GroupBias, read_groups, report_bias
 from ..evaluate.estimate import EstimateResult, estimate_with_seed
-from ..evaluate.leaderboard import CorrelationReport, RunSet, correlate, evaluate_runs, parse_measures
+from ..evaluate.intervals import CONFIDENCE
+from ..evaluate.leaderboard import (
+    CorrelationReport, RunSet, compare_scores, correlate, evaluate_runs, fully_judged_queries, parse_measures,
+)
+from ..evaluate.seed_overlap import AGREEMENT, ESTIMATION, seed_overlap
 from ..pairs.qrels import qrels_size, read_qrels
 from ..pairs.runs import read_runs_dir
 from .costs import StoreSummary, read_store_summary
@@ -20,6 +22,27 @@ from .methods import MethodTable, method_table
 
 LEADERBOARD_MEASURES = ("nDCG@10", "AP(rel=2)", "R@10")
 JUDGED = "Judged@10"
+DEPTH = 10  # a query is fully judged when every run's top DEPTH is labelled: the leaderboard measures' cutoff
+
+COMPLETE, JUDGED_QUERIES, PPI, NO_BASIS = "complete", "judged", "ppi", "none"
+
+
+@dataclass
+class HumanBasis:
+    """What the human side of the leaderboards, their correlations and the family bias is computed on.
+
+    complete: every query the human labels cover is fully judged (every document in every run's
+    top 10 labelled), so they are scored on all of them; ppi: fewer queries are fully judged than
+    the --seed-qrels seed has, whose PPI++ estimates of the human scores on every query are used
+    instead; judged: only some are, and only those count; none: no query qualifies and there is
+    no seed.
+    """
+
+    kind: str
+    queries: list[str]  # the queries the human leaderboard is scored on (complete, judged)
+    gold_queries: int
+    statement: str  # "Computed on ...", shown in each section it governs
+    short: str  # the same in a few words, for the report's header
 
 
 @dataclass
@@ -35,7 +58,8 @@ class ReportInputs:
     title: str = "How far can the LLM labels be trusted?"
     seed_qrels: Path | None = None  # a human seed set: adds the PPI++ leaderboard (evaluate/estimate.py)
     design: Path | None = None  # the seed's design file [default: SEED.design.json when it exists]
-    confidence: float = 0.95  # of the bootstrap intervals and of the seed's PPI++ intervals
+    confidence: float = CONFIDENCE  # of the bootstrap intervals and of the seed's PPI++ intervals
+    calibration_seed: Path | None = None  # the seed the panel was calibrated on: overlaps are warned about
 
 
 @dataclass
@@ -49,13 +73,15 @@ class ReportData:
     groups_note: str
     agreements: list[AgreementReport]
     correlations: list[CorrelationReport]  # predictions outermost, then LEADERBOARD_MEASURES
-    judged: dict[str, list[float]]  # "human" and each prediction -> Judged@10 per run (gold queries)
+    judged: dict[str, list[float]]  # "human" and each prediction -> Judged@10 per run (basis queries)
+    basis: HumanBasis
     biases: list[tuple[CorrelationReport, list[GroupBias]]]
     methods: dict[str, MethodTable]  # prediction -> comparison on the prediction's own queries
     store: StoreSummary | None
     notes: list[str] = field(default_factory=list)
     # with a seed: prediction -> its PPI++ estimate (or the reason there is none, a str)
     estimates: dict[str, EstimateResult | str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # `warning:` lines for stderr (seed overlaps)
 
 
 def _names(paths: list[Path]) -> list[str]:
@@ -96,26 +122,88 @@ def collect(inputs: ReportInputs) -> ReportData:
             groups_note += f" To keep colours distinct, the smaller families {', '.join(folded)} are shown as 'other'."
 
     agreements = [agreement(gold, pred, name=name) for name, pred in preds.items()]
-    correlations = correlate(gold, preds, runs, LEADERBOARD_MEASURES, bootstrap=inputs.bootstrap, seed=inputs.seed,
-                             confidence=inputs.confidence)
-    runset = RunSet(runs, sorted(gold))
+    estimates = seed_estimates(inputs, preds, runs) if inputs.seed_qrels else {}
+    basis = human_basis(gold, runs, estimates)
+    if basis.kind == PPI:
+        correlations = ppi_correlations(estimates)
+    elif basis.kind == NO_BASIS:
+        correlations = []
+    else:
+        correlations = correlate({q: gold[q] for q in basis.queries}, preds, runs, LEADERBOARD_MEASURES,
+                                 bootstrap=inputs.bootstrap, seed=inputs.seed, confidence=inputs.confidence)
+    runset = RunSet(runs, basis.queries or sorted(gold))
     judged_measure = parse_measures([JUDGED])
     judged = {name: evaluate_runs(runset, q, judged_measure)[JUDGED].mean(axis=1).tolist()
               for name, q in {"human": gold, **preds}.items()}
-    human_cover = float(np.mean(judged["human"]))
-    if human_cover < inputs.min_judged:
-        notes.append(f"The human labels cover only {human_cover:.1%} of the runs' top 10 on average: the human "
-                     "leaderboard itself rests on unlabelled documents, so its correlations compare two incomplete "
-                     "leaderboards. Label agreement does not suffer from this.")
+    warnings = overlap_warnings(inputs, gold) if inputs.calibration_seed else []
+    notes += [w.removeprefix("warning: ") for w in warnings]
     return ReportData(
         inputs=inputs, gold_pairs=qrels_size(gold), gold_queries=len(gold),
         pred_pairs={name: qrels_size(q) for name, q in preds.items()}, runs=run_names, groups=groups,
-        groups_note=groups_note, agreements=agreements, correlations=correlations, judged=judged,
+        groups_note=groups_note, agreements=agreements, correlations=correlations, judged=judged, basis=basis,
         biases=[(r, report_bias(r, groups)) for r in correlations],
         methods={name: method_table(runs, q) for name, q in preds.items()},
         store=read_store_summary(inputs.store) if inputs.store else None, notes=notes,
-        estimates=seed_estimates(inputs, preds, runs) if inputs.seed_qrels else {},
+        estimates=estimates, warnings=warnings,
     )
+
+
+def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | str]) -> HumanBasis:
+    """Where the human-side figures mean something: the fully judged queries, else the seed's PPI++
+    estimates, else nowhere (see HumanBasis)."""
+    queries = sorted(q for q, docs in gold.items() if docs)
+    judged = sorted(fully_judged_queries(runs, gold, DEPTH))
+    n = len(queries)
+    fitted = [r for r in estimates.values() if not isinstance(r, str)]
+    few = f"only {len(judged)} of the {n}" if judged else f"none of the {n}"
+    if len(judged) == n:
+        return HumanBasis(COMPLETE, judged, n, f"Computed on all {n} queries the human labels cover, each fully "
+                          f"judged (every document in every run's top {DEPTH} labelled).",
+                          f"on all {n} queries, each fully judged.")
+    if fitted and len(judged) < fitted[0].method["seed_queries"]:
+        m = fitted[0].method
+        seed = (f"{m['seed_pairs']} seed pairs over {m['seed_queries']} queries" if "seed_pairs" in m
+                else f"{m['seed_queries']} seed queries")
+        return HumanBasis(PPI, [], n, f"Computed from the PPI++ estimates of the human scores (--seed-qrels: {seed} "
+                          f"of {m['queries']}; LLM labels on every query), since {few} queries the human labels "
+                          f"cover are fully judged (every document in every run's top {DEPTH} labelled).",
+                          "PPI++ estimates from the --seed-qrels seed (too few fully judged queries).")
+    if judged:
+        return HumanBasis(JUDGED_QUERIES, judged, n, f"Computed on {len(judged)} fully judged queries of {n} (every "
+                          f"document in every run's top {DEPTH} labelled); "
+                          + ("the other query has" if n - len(judged) == 1 else f"the other {n - len(judged)} have")
+                          + " unlabelled documents there, which a leaderboard would score as irrelevant.",
+                          f"on the {len(judged)} fully judged queries of {n}.")
+    return HumanBasis(NO_BASIS, [], n, f"Not computed: none of the {n} queries the human labels cover is fully "
+                      f"judged (every document in every run's top {DEPTH} labelled), so a human leaderboard would "
+                      "score unlabelled documents as irrelevant and every difference from it would be an artefact "
+                      "of the holes. Give --seed-qrels (a seed of whole queries drawn at random: pool "
+                      "--sample-queries, then label it) for PPI++ estimates of the human leaderboard.",
+                      "not computed: no query is fully judged (see below).")
+
+
+def ppi_correlations(estimates: dict[str, EstimateResult | str]) -> list[CorrelationReport]:
+    """Each prediction's leaderboard (LLM labels alone) against the PPI++ estimate of the human one."""
+    out = []
+    for name, result in estimates.items():
+        if isinstance(result, str):
+            continue
+        for measure in dict.fromkeys(r.measure for r in result.runs):
+            rows = [r for r in result.runs if r.measure == measure]
+            out.append(compare_scores(name, measure, [r.run for r in rows], [r.estimate for r in rows],
+                                      [r.llm_only for r in rows], result.method["queries"],
+                                      confidence=result.method["confidence"]))
+    return out
+
+
+def overlap_warnings(inputs: ReportInputs, gold: dict) -> list[str]:
+    """`warning:` lines for the human labels the panel was calibrated on: the gold (agreement) and
+    the seed (PPI++)."""
+    checks = [(gold, AGREEMENT)]
+    if inputs.seed_qrels:
+        checks.append((read_qrels(inputs.seed_qrels, allowed=LEVELS), ESTIMATION))
+    found = (seed_overlap(labels, inputs.calibration_seed, kind).warning() for labels, kind in checks)
+    return [w for w in found if w]
 
 
 def seed_estimates(inputs: ReportInputs, preds: dict[str, dict], runs: list) -> dict[str, EstimateResult | str]:

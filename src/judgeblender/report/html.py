@@ -30,6 +30,14 @@ caption { caption-side: bottom; text-align: left; color: #5f6672; font-size: 12p
 .bar span.low { background: #e53935; }
 nav ol { columns: 2; font-size: 14px; }
 code { background: #f3f5f7; padding: 0 3px; border-radius: 3px; }
+p.basis { background: #eef4fb; border-left: 4px solid #1565c0; padding: 6px 10px; margin: 6px 0 10px; font-size: 13px; }
+p.basis.warn { background: #fdecea; border-left-color: #b71c1c; }
+table.matrix { font-size: 12px; }
+table.matrix th, table.matrix td { padding: 1px 4px; text-align: center; }
+table.matrix th.l { text-align: left; }
+table.matrix td.self { background: #eceff1; }
+.up { color: #2e7d32; } .down { color: #c62828; } .none { color: #9aa0a6; }
+p.legend { font-size: 12px; color: #454b55; max-width: 1000px; }
 """
 
 
@@ -39,10 +47,20 @@ def num(value: float | None, digits: int = 3, pct: bool = False) -> str:
     return f"{value:.{max(digits - 2, 0)}%}" if pct else f"{value:.{digits}f}"
 
 
-def ci(value: float, interval: tuple[float, float]) -> str:
+def ci(value: float, interval: tuple[float, float], bounds: tuple[float, float] | None = None) -> str:
+    """A value and its interval; `bounds` the measure's range, kept on the element (data-min, data-max)
+    so that a reader's tools (and the tests) can check the interval lies within it."""
     if math.isnan(interval[0]):
         return num(value)
-    return f"{num(value)} <small>[{num(interval[0], 2)}, {num(interval[1], 2)}]</small>"
+    rng = f' data-min="{bounds[0]}" data-max="{bounds[1]}"' if bounds else ""
+    return (f'{num(value)} <small class="ci" data-lo="{float(interval[0])!r}" data-hi="{float(interval[1])!r}"{rng}>'
+            f"[{num(interval[0], 2)}, {num(interval[1], 2)}]</small>")
+
+
+def basis(text: str, warn: bool = False) -> str:
+    """The sentence that says what a section is computed on."""
+    cls = "basis warn" if warn else "basis"
+    return f'<p class="{cls}">{escape(text)}</p>'
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], caption: str = "", left: int = 1,

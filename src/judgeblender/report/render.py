@@ -7,10 +7,11 @@ from html import escape
 from .. import __version__
 from ..evaluate.agreement import LEVELS
 from ..evaluate.bias import leaderboard_ranks, leaderboard_scatter
+from ..evaluate.intervals import difference_range, measure_range
 from ..evaluate.svgplot import grid_svg
-from .data import LEADERBOARD_MEASURES, ReportData
+from .data import NO_BASIS, PPI, ReportData
 from .heatmap import confusion_svg
-from .html import bar, ci, notes, num, page, table
+from .html import bar, basis, ci, notes, num, page, table
 
 SCATTER_MEASURES = ("nDCG@10", "AP(rel=2)")
 SECTIONS = (
@@ -25,7 +26,7 @@ SECTIONS = (
 )
 
 
-SHOWN_ORDERINGS = 60
+CORRELATION_RANGE = (-1.0, 1.0)  # tau, rho and tau_AP
 
 
 def _sections(d: ReportData) -> list[tuple[str, str]]:
@@ -48,7 +49,7 @@ def _header(d: ReportData) -> str:
     return (f"<h1>{escape(i.title)}</h1>"
             f'<p class="lead">Human labels <code>{escape(str(i.gold))}</code>: {d.gold_pairs:,} pairs on '
             f"{d.gold_queries} queries. LLM labels: {preds}. Runs: {len(d.runs)} from "
-            f"<code>{escape(str(i.runs_dir))}</code>. Leaderboards are scored on the human labels' queries. "
+            f"<code>{escape(str(i.runs_dir))}</code>. Human leaderboards: {escape(d.basis.short)} "
             f"Made by judgeblender {escape(__version__)}.</p>"
             + notes(d.notes) + f"<nav><ol>{toc}</ol></nav>")
 
@@ -62,7 +63,13 @@ def _agreement(d: ReportData) -> str:
                "alpha: Krippendorff's, ordinal.")
     out = table(["prediction", "pairs", "coverage", "accuracy", "kappa", "kappa bin", "wk linear", "wk quadratic",
                  "alpha"], rows, caption)
-    return out + notes(f"{a.name}: {n}" for a in d.agreements for n in a.notes)
+    return _on_pairs(d) + out + notes(f"{a.name}: {n}" for a in d.agreements for n in a.notes)
+
+
+def _on_pairs(d: ReportData) -> str:
+    shared = "; ".join(f"{a.name}: {a.n:,} pairs" for a in d.agreements)
+    return basis(f"Computed on the pairs labelled both by people and by the LLM file ({shared}), of the "
+                 f"{d.gold_pairs:,} human labels on {d.gold_queries} queries.")
 
 
 def _confusion(d: ReportData) -> str:
@@ -71,59 +78,96 @@ def _confusion(d: ReportData) -> str:
             for a in d.agreements]
     acc = table(["prediction", *(f"level {lvl}" for lvl in LEVELS), "all"], rows,
                 "Per-level accuracy: of the pairs people gave a level, the share the LLM gave the same level.")
-    return ('<p>Rows are the human label, columns the LLM label; a cell\'s shade is its share of the row.</p>'
-            f'<div class="plots">{svgs}</div>{acc}')
+    return (_on_pairs(d) + '<p>Rows are the human label, columns the LLM label; a cell\'s shade is its share of '
+            f'the row.</p><div class="plots">{svgs}</div>{acc}')
+
+
+def _human_basis(d: ReportData) -> str:
+    """The statement of what a human-side section is computed on (a warning when nothing)."""
+    return basis(d.basis.statement, warn=d.basis.kind == NO_BASIS)
 
 
 def _correlation(d: ReportData) -> str:
+    if not d.correlations:
+        return _human_basis(d)
     first = d.correlations[0]
-    rows = [[escape(r.name), escape(r.measure), ci(r.kendall_tau, r.kendall_tau_ci), ci(r.spearman_rho, r.spearman_rho_ci),
-             ci(r.tau_ap, r.tau_ap_ci)] for r in d.correlations]
-    ci_note = (f"[lo, hi]: {first.confidence:.0%} bootstrap interval over queries ({first.bootstrap} samples, "
-               f"seed {d.inputs.seed})." if first.bootstrap else "No bootstrap intervals (--bootstrap 0).")
+    level = f"{first.confidence:.0%}"
+    rows = [[escape(r.name), escape(r.measure), ci(r.kendall_tau, r.kendall_tau_ci, CORRELATION_RANGE),
+             ci(r.spearman_rho, r.spearman_rho_ci, CORRELATION_RANGE), ci(r.tau_ap, r.tau_ap_ci, CORRELATION_RANGE)]
+            for r in d.correlations]
+    if d.basis.kind == PPI:
+        ci_note = ("No intervals: the human leaderboard is itself an estimate (its intervals and the pairs of runs "
+                   "it orders are in the PPI++ section).")
+    else:
+        ci_note = (f"[lo, hi]: {level} bootstrap interval over queries ({first.bootstrap} samples, "
+                   f"seed {d.inputs.seed})." if first.bootstrap else "No bootstrap intervals (--bootstrap 0).")
     cap = (f"{first.n_runs} runs, {first.n_queries} queries. tau: Kendall's tau-b; rho: Spearman's; tau_AP: "
            f"top-weighted, the human leaderboard as reference. {ci_note} R@10 is ir_measures' recall with a label "
            ">= 1 counting as relevant; AP uses label >= 2.")
     seen: set[str] = set()
     extra = [f"{r.name}: {n}" for r in d.correlations for n in r.notes
              if f"{r.name}: {n}" not in seen and not seen.add(f"{r.name}: {n}")]
-    return table(["prediction", "measure", "tau", "rho", "tau_AP"], rows, cap, left=2, raw_cells=True) + notes(extra)
+    heads = ["tau", "rho", "tau_AP"] if d.basis.kind == PPI else [f"{h} [{level} CI]" for h in ("tau", "rho", "tau_AP")]
+    return (_human_basis(d) + table(["prediction", "measure", *heads], rows, cap, left=2, raw_cells=True)
+            + notes(extra))
 
 
 def _leaderboard(d: ReportData) -> str:
-    out = []
-    measures = [*LEADERBOARD_MEASURES, "Judged@10"]
-    head = ('<thead><tr><th class="l" rowspan="2">run</th><th class="l" rowspan="2">family</th>'
-            + "".join(f'<th colspan="2">{escape(m)}</th>' for m in measures)
-            + '<th colspan="2">rank by nDCG@10</th></tr><tr>'
-            + "<th>human</th><th>LLM</th>" * (len(measures) + 1) + "</tr></thead>")
+    if not d.correlations:
+        return _human_basis(d)
+    out = [_human_basis(d)]
+    ppi = d.basis.kind == PPI
+    human = "human (PPI++)" if ppi else "human"
     for name in d.pred_pairs:
         by_measure = {r.measure: r for r in d.correlations if r.name == name}
-        ndcg = by_measure["nDCG@10"]
-        ranks_h, ranks_l = leaderboard_ranks(ndcg.gold_scores), leaderboard_ranks(ndcg.pred_scores)
-        order = sorted(range(len(ndcg.runs)), key=lambda k: (ranks_h[k], ndcg.runs[k]))
+        if not by_measure:
+            continue
+        measures = list(by_measure)
+        first = by_measure[measures[0]]
+        judged = [] if ppi else ["Judged@10"]
+        head = ('<thead><tr><th class="l" rowspan="2">run</th><th class="l" rowspan="2">family</th>'
+                + "".join(f'<th colspan="2">{escape(m)}</th>' for m in measures + judged)
+                + f'<th colspan="2">rank by {escape(measures[0])}</th></tr><tr>'
+                + f"<th>{human}</th><th>LLM</th>" * (len(measures) + len(judged) + 1) + "</tr></thead>")
+        ranks_h, ranks_l = leaderboard_ranks(first.gold_scores), leaderboard_ranks(first.pred_scores)
+        order = sorted(range(len(first.runs)), key=lambda k: (ranks_h[k], first.runs[k]))
         rows = []
         for k in order:
-            run = ndcg.runs[k]
+            run = first.runs[k]
             cells = [escape(run), escape(d.groups.get(run, "(ungrouped)"))]
-            for m in LEADERBOARD_MEASURES:
+            for m in measures:
                 cells += [num(by_measure[m].gold_scores[k]), num(by_measure[m].pred_scores[k])]
-            cells += [num(d.judged["human"][k], pct=True), num(d.judged[name][k], pct=True)]
+            if not ppi:
+                cells += [num(d.judged["human"][k], pct=True), num(d.judged[name][k], pct=True)]
             cells += [f"{ranks_h[k]:g}", f"{ranks_l[k]:g}"]
             rows.append(cells)
         taus = ", ".join(f"{m}: tau {num(by_measure[m].kendall_tau)}, rho {num(by_measure[m].spearman_rho)}"
-                         for m in LEADERBOARD_MEASURES)
+                         for m in measures)
+        what = ("the PPI++ estimate of each run's human score (intervals in the PPI++ section) beside its score "
+                "under the LLM labels alone" if ppi else "Judged@10: share of a run's top 10 that the labels cover")
         out.append(f"<h3>{escape(name)}</h3>")
-        out.append(table([], rows, f"Runs in the order of the human nDCG@10 leaderboard. {taus}. Judged@10: share "
-                                   "of a run's top 10 that the labels cover.", left=2, raw_cells=True, head_html=head))
+        out.append(table([], rows, f"Runs in the order of the human {measures[0]} leaderboard. {taus}. {what}.",
+                         left=2, raw_cells=True, head_html=head))
     return "".join(out)
 
 
+def _seed_words(method: dict) -> str:
+    return (f"{method['seed_pairs']} human seed pairs over {method['seed_queries']} queries" if "seed_pairs" in method
+            else f"{method['seed_queries']} human seed queries")
+
+
 def _estimate(d: ReportData) -> str:
-    out = [f"<p>The human seed <code>{escape(str(d.inputs.seed_qrels))}</code> corrects each LLM label file's "
-           "leaderboard (prediction-powered inference, as <code>judgeblender estimate</code>; docs/estimation.md): "
-           "the estimate is unbiased for the human score and its interval holds even when the judge is lenient "
-           "or favours a family of systems. Runs are in the order of the estimate.</p>"]
+    fitted = [r for r in d.estimates.values() if not isinstance(r, str)]
+    out = []
+    if fitted:
+        m = fitted[0].method
+        out.append(basis(f"Computed on {_seed_words(m)} of {m['queries']} (--seed-qrels) and the LLM labels on "
+                         f"all {m['queries']} queries."))
+    out.append(f"<p>The human seed <code>{escape(str(d.inputs.seed_qrels))}</code> corrects each LLM label file's "
+               "leaderboard (prediction-powered inference, as <code>judgeblender estimate</code>; docs/estimation.md): "
+               "the estimate is unbiased for the human score and its interval holds even when the judge is lenient "
+               "or favours a family of systems. Runs are in the order of the estimate. Intervals are clipped to the "
+               "measure's range (a score in [0, 1], a difference in [-1, 1]).</p>")
     for name, result in d.estimates.items():
         out.append(f"<h3>{escape(name)}</h3>")
         if isinstance(result, str):
@@ -133,59 +177,91 @@ def _estimate(d: ReportData) -> str:
         conf = m["confidence"]
         for measure in dict.fromkeys(r.measure for r in result.runs):
             runs = sorted((r for r in result.runs if r.measure == measure), key=lambda r: -r.estimate)
+            bounds = measure_range(measure)
             rows = [[escape(r.run + ("" if r.normal_ok else " *")), escape(d.groups.get(r.run, "(ungrouped)")),
-                     ci(r.estimate, (r.ci_low, r.ci_high)), ci(r.human_only, (r.human_only_low, r.human_only_high)),
+                     ci(r.estimate, (r.ci_low, r.ci_high), bounds),
+                     ci(r.human_only, (r.human_only_low, r.human_only_high), bounds),
                      num(r.llm_only), num(r.lam, 2)] for r in runs]
-            seed = (f"{m['seed_pairs']} human seed pairs over {m['seed_queries']} queries" if "seed_pairs" in m
-                    else f"{m['seed_queries']} human seed queries")
-            cap = (f"{measure}, {conf:.0%} intervals [lo, hi], {seed} of {m['queries']}. PPI++: LLM labels on every "
-                   "query, corrected by the seed; human-only: the seed alone; LLM-only: no correction (biased when "
-                   "the judge is); lambda: the weight of the LLM scores. *: fails Cochran's rule on the seed, a less "
-                   f"trustworthy interval. Estimated: {m['estimand']}. Method: {m['estimator']}. "
+            cap = (f"{measure}, {conf:.0%} intervals [lo, hi], {_seed_words(m)} of {m['queries']}. PPI++: LLM labels "
+                   "on every query, corrected by the seed; human-only: the seed alone; LLM-only: no correction "
+                   "(biased when the judge is); lambda: the weight of the LLM scores. *: fails Cochran's rule on the "
+                   f"seed, a less trustworthy interval. Estimated: {m['estimand']}. Method: {m['estimator']}. "
                    f"Design: {m['design']}.")
-            out.append(table(["run", "family", f"PPI++ {measure}", "human-only", "LLM-only", "lambda"], rows, cap,
-                             left=2, raw_cells=True))
-            out.append(_orderings([p for p in result.pairs if p.measure == measure], measure, conf))
+            out.append(table(["run", "family", f"PPI++ {measure} [{conf:.0%} CI]", f"human-only [{conf:.0%} CI]",
+                              "LLM-only", "lambda"], rows, cap, left=2, raw_cells=True))
+            out.append(_orderings([r.run for r in runs], [p for p in result.pairs if p.measure == measure], measure,
+                                  conf))
         out.append(notes(result.notes))
     return "".join(out)
 
 
-def _orderings(pairs: list, measure: str, conf: float) -> str:
-    """The pairs of runs the seed orders significantly (Holm), as 'a > b' with the difference's interval."""
+def _orderings(runs: list[str], pairs: list, measure: str, conf: float) -> str:
+    """The pairs of runs the seed orders significantly (Holm), as a runs x runs matrix: row above
+    column (▲), below (▼) or not ordered (·); each cell's title has the difference and its
+    Bonferroni interval."""
     if not pairs:
         return ""
-    sig = sorted((p for p in pairs if p.significant), key=lambda p: p.p_holm)
-    items = []
-    for p in sig[:SHOWN_ORDERINGS]:
-        hi, lo, c_lo, c_hi = ((p.run_a, p.run_b, p.ci_low_bonferroni, p.ci_high_bonferroni) if p.difference > 0
-                              else (p.run_b, p.run_a, -p.ci_high_bonferroni, -p.ci_low_bonferroni))
-        items.append(f"<li><b>{escape(hi)}</b> &gt; <b>{escape(lo)}</b>: by {num(abs(p.difference))}, "
-                     f"Bonferroni interval [{num(c_lo)}, {num(c_hi)}], Holm p {p.p_holm:.2g}</li>")
-    more = (f"<li>... and {len(sig) - SHOWN_ORDERINGS} more (<code>judgeblender estimate --json</code> lists every "
-            "pair)</li>" if len(sig) > SHOWN_ORDERINGS else "")
-    return (f'<p class="orderings">{escape(measure)}: <b>{len(sig)} of {len(pairs)}</b> pairs of runs significantly ordered '
-            f"(Holm's step-down, family-wise error {1 - conf:.2g}; a pair also needs its seed to pass Cochran's "
-            f"rule).</p><ul>{''.join(items)}{more}</ul>")
+    by_pair = {(p.run_a, p.run_b): p for p in pairs}
+    bounds = difference_range(measure_range(measure))
+    sig = sum(p.significant for p in pairs)
+    head = ('<thead><tr><th class="l">run</th>' + "".join(f'<th title="{escape(r)}">{k}</th>'
+                                                          for k, r in enumerate(runs, start=1)) + "</tr></thead>")
+    rows = []
+    for i, a in enumerate(runs, start=1):
+        cells = [f'<th class="l">{i} {escape(a)}</th>']
+        for b in runs:
+            if a == b:
+                cells.append('<td class="self"></td>')
+                continue
+            p = by_pair.get((a, b))
+            sign = 1.0
+            if p is None:
+                p, sign = by_pair[(b, a)], -1.0
+            diff = sign * p.difference
+            lo, hi = sorted((sign * p.ci_low_bonferroni, sign * p.ci_high_bonferroni))
+            mark, cls = ("&#9650;", "up") if p.significant and diff > 0 else (
+                ("&#9660;", "down") if p.significant else ("&middot;", "none"))
+            title = (f"{a} - {b}: {diff:+.3f}, {conf:.0%} Bonferroni interval (all pairs at once) "
+                     f"[{lo:.3f}, {hi:.3f}], Holm p {p.p_holm:.2g}")
+            lo_b, hi_b = bounds or ("", "")
+            cells.append(f'<td class="{cls}" title="{escape(title)}" data-lo="{lo!r}" data-hi="{hi!r}" '
+                         f'data-min="{lo_b}" data-max="{hi_b}">{mark}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    legend = (f'<p class="legend"><span class="up">&#9650;</span> the row\'s run scores significantly higher than '
+              f'the column\'s, <span class="down">&#9660;</span> lower, <span class="none">&middot;</span> not '
+              f"ordered (Holm's step-down over all {len(pairs)} pairs, family-wise error {1 - conf:.2g}; a pair "
+              "also needs its seed to pass Cochran's rule). Columns are numbered as the rows, in the order of the "
+              f"estimate. Hover a cell for the difference and its {conf:.0%} Bonferroni interval (all pairs at "
+              "once); <code>judgeblender estimate --json</code> lists every pair.</p>")
+    return (f'<p class="orderings">{escape(measure)}: <b>{sig} of {len(pairs)}</b> pairs of runs significantly '
+            f'ordered.</p><table class="matrix">{head}<tbody>{"".join(rows)}</tbody></table>{legend}')
 
 
 def _scatter(d: ReportData) -> str:
-    panels = [leaderboard_scatter(r, d.groups) for r in d.correlations if r.measure in SCATTER_MEASURES]
-    svg = grid_svg(panels, columns=len(SCATTER_MEASURES)).replace("<svg ", '<svg class="wide" ', 1)
+    if not d.correlations:
+        return _human_basis(d)
+    shown = [m for m in SCATTER_MEASURES if any(r.measure == m for r in d.correlations)] or [d.correlations[0].measure]
+    gold_name = "human labels, PPI++ estimate" if d.basis.kind == PPI else "human labels"
+    panels = [leaderboard_scatter(r, d.groups, gold_name) for r in d.correlations if r.measure in shown]
+    svg = grid_svg(panels, columns=len(shown)).replace("<svg ", '<svg class="wide" ', 1)
     rows = []
     for report, groups in d.biases:
-        if report.measure != "nDCG@10":
+        if report.measure != shown[0]:
             continue
         for g in groups:
             rows.append([report.name, g.group, str(g.n_runs), f"{g.mean_score_diff:+.4f}", f"{g.mean_rank_shift:+.2f}"])
+    human = "the PPI++ estimate of the human score" if d.basis.kind == PPI else "human score"
     bias = table(["prediction", "family", "runs", "score diff", "rank shift"], rows,
-                 "nDCG@10. score diff: mean of (LLM score - human score); rank shift: mean of (LLM rank - human rank), "
-                 "rank 1 = best, so > 0 means the LLM labels rank the family lower.", left=2)
-    return (f"<p>Each point is a run at (its score under human labels, its score under LLM labels); points on the "
-            f"dashed line score the same under both. {escape(d.groups_note)}</p>{svg}{bias}")
+                 f"{shown[0]}. score diff: mean of (LLM score - {human}); rank shift: mean of (LLM rank - human "
+                 "rank), rank 1 = best, so > 0 means the LLM labels rank the family lower.", left=2)
+    x = "the PPI++ estimate of its score under human labels" if d.basis.kind == PPI else "its score under human labels"
+    return (f"{_human_basis(d)}<p>Each point is a run at ({x}, its score under LLM labels); points on the dashed line "
+            f"score the same under both. {escape(d.groups_note)}</p>{svg}{bias}")
 
 
 def _methods(d: ReportData) -> str:
-    out = ["<p>As in Vespa's LLM-as-a-judge workflow: each retrieval method's nDCG@10 and Recall@10 under the LLM "
+    out = [basis("Computed on each LLM label file alone, over the queries it labels; no human label is used."),
+           "<p>As in Vespa's LLM-as-a-judge workflow: each retrieval method's nDCG@10 and Recall@10 under the LLM "
            "labels, beside its Judged@10. Unjudged documents count as irrelevant, so a method with a low Judged@10 "
            "is scored on holes; judge its unlabelled top-10 documents before trusting its number "
            "(<code>judgeblender pool --exclude</code> lists them).</p>"]
@@ -214,7 +290,7 @@ def _methods(d: ReportData) -> str:
 
 def _judges(d: ReportData) -> str:
     if d.store is None:
-        return "<p>No call store was given (<code>--store</code>), so invalid-output rates, cost and time are not shown.</p>"
+        return basis("Not computed: no call store was given.") + "<p>No call store was given (<code>--store</code>), so invalid-output rates, cost and time are not shown.</p>"
     s = d.store
     judges = table(
         ["judge", "pairs", "invalid", "invalid rate", "most common reasons"],
@@ -227,4 +303,4 @@ def _judges(d: ReportData) -> str:
           f"{v['seconds'] / v['calls']:.2f}" if v["calls"] else "n/a"] for m, v in s.models.items()],
         "Every call in the store, including ones other runs reused from it. Seconds are the model's own time per "
         "call, summed; concurrent calls overlap in wall time.")
-    return f"<p>From <code>{escape(s.path)}</code>.</p><h3>Invalid outputs per judge</h3>{judges}<h3>Cost and time per model</h3>{models}"
+    return basis(f"Computed from the call store {s.path}.") + f"<p>From <code>{escape(s.path)}</code>.</p><h3>Invalid outputs per judge</h3>{judges}<h3>Cost and time per model</h3>{models}"
