@@ -33,6 +33,10 @@ def build_app(commands: list[str] | None = None) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        # Help texts are plain text: read as rich markup, `[default: OUT.details.jsonl]` and
+        # `[ray]` vanished and `NAME=MODEL[/PROMPT[/MODE]]` crashed `calibrate --help`. Set on the
+        # root, it holds for every command and group under it (typer passes it down).
+        rich_markup_mode=None,
     )
     # A group, even with one command registered: `judgeblender correlate ...` keeps its name.
     group.callback()(lambda: None)
