@@ -89,6 +89,7 @@ def test_typers_own_default_and_required_marks_are_kept():
     assert "[default: OUT.details.jsonl]" in done.stdout  # from the source's help text
     assert "[required]" in done.stdout  # typer's own
     assert "[default: llamacpp:default]" in done.stdout
+    assert max(map(len, done.stdout.splitlines())) > 100  # COLUMNS=200 is used, not click's 80
 
 
 def test_help_texts_with_brackets_exist_to_be_checked():

@@ -60,15 +60,18 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
             for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
 
 
-def refused(folder: Path, *args) -> str:
-    """Run a command that must be refused: exit 2, one error line, no file made or changed."""
+def refused(folder: Path, *args, made: tuple[str, ...] = ()) -> str:
+    """Run a command that must be refused: exit 2, one error line, no file changed, none made but
+    `made` (label's own empty lock file, taken before it reads its inputs)."""
     before = snapshot(folder)
     done = run_cli(folder, *args)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, done.stderr
-    assert snapshot(folder) == before
+    after = snapshot(folder)
+    assert {name: after.pop(name)[0] for name in made if name in after} == {name: b"" for name in made}
+    assert after == before
     return errors[0]
 
 
@@ -84,8 +87,9 @@ POOL = ["pool", "--runs", "runs", "--depth", "4"]
 # -- outputs that are one file ---------------------------------------------------------------
 
 def test_details_spelt_another_way_than_out_is_the_same_file(folder, server):
-    line = refused(folder, *judge(server, "-o", "a.qrels", "--details", "./a.qrels"))
-    assert "--details ./a.qrels is the same file as --out a.qrels" in line
+    spelt = f"../{folder.name}/a.qrels"
+    line = refused(folder, *judge(server, "-o", "a.qrels", "--details", spelt))
+    assert f"--details {spelt} is the same file as --out a.qrels" in line
 
 
 def test_details_through_a_symlink_to_out_is_the_same_file(folder, server):
@@ -193,7 +197,7 @@ def test_a_foreign_file_given_as_the_journal_is_refused_untouched(folder, kind):
     content = {"qrels": GOLD.encode(), "json-no-newline": b'[{"qid": 1}]', "png": PNG,
                "text-no-newline": b"my notes\nabout labels"}[kind]
     journal.write_bytes(content)
-    line = refused(folder, *LABEL, "-o", "h.qrels", "--journal", journal.name)
+    line = refused(folder, *LABEL, "-o", "h.qrels", "--journal", journal.name, made=("h.qrels.lock",))
     assert f"{journal.name}" in line and "expected" in line
     assert journal.read_bytes() == content
 

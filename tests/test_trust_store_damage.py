@@ -50,7 +50,7 @@ def world(tmp_path_factory):
     for r in range(3):
         (root / "runs" / f"run{r}").write_text("".join(
             f"q{i % 2 + 1} Q0 d{i} {i // 2 + 1} {100 - i} run{r}\n" for i in range((r * 7) % 40, 40)))
-    (root / "items.jsonl").write_text(json.dumps({"id": "i1", "question": "q", "answer": "a", "context": "c"}) + "\n")
+    (root / "items.jsonl").write_text(json.dumps({"id": "i1", "input": "q", "output": "a", "reference": "r"}) + "\n")
     with OpenAITestServer("##final score: 2") as server:
         sound = root / "sound.sqlite"
         done = run_cli("judge", "-q", root / "queries.tsv", "-c", root / "corpus.jsonl", "-p", root / "pairs.tsv",
@@ -126,7 +126,8 @@ def commands(world, store: Path) -> dict[str, list]:
         "report": ["report", "--gold", root / "gold.qrels", "--pred", root / "pred.qrels", "--runs", root / "runs",
                    "--bootstrap", "0", "--store", store, "-o", root / f"{store.name}.html"],
         "judge": ["judge", *inputs, *served, "-o", root / f"{store.name}.qrels", "--store", store],
-        "cascade": ["cascade", *inputs, *served, "-o", root / f"{store.name}.cascade.qrels", "--store", store],
+        "cascade": ["cascade", *inputs, *served, "--budget", "10", "-o", root / f"{store.name}.cascade.qrels",
+                    "--store", store],
         "grade": ["grade", "-i", root / "items.jsonl", *served, "-o", root / f"{store.name}.grade.jsonl",
                   "--store", store],
         "calibrate": ["calibrate", "--gold", root / "gold.qrels", "--labels", root / "pred.qrels", "--labels",
@@ -189,13 +190,25 @@ def test_a_file_that_is_not_sqlite_is_refused_untouched(world, command, kind):
     assert _state(store) == before
 
 
-def test_a_sound_store_passes_the_check(world):
+def test_a_sound_store_passes_the_check_and_is_left_as_it_was(world):
     store = _copy(world, "sound-check.sqlite")
+    before = _state(store)
     done = run_cli("store", "check", "--store", store)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"ok: {store} passed SQLite's integrity check"
     quick = run_cli("store", "check", "--store", store, "--quick")
     assert quick.returncode == 0 and "quick check" in quick.stdout
+    assert _state(store) == before
+    assert not Path(f"{store}-wal").exists() and not Path(f"{store}-shm").exists()
+
+
+@pytest.mark.model
+def test_demo_on_a_damaged_store_is_one_error_line_and_left_as_it_was(world):
+    store = damaged_after_the_first_page(world, "demo.sqlite")
+    before = _state(store)
+    line = _one_error_line(run_cli("demo", "--store", store, "--no-progress"), store)
+    assert "the store is damaged" in line
+    assert _state(store) == before
 
 
 def test_the_check_names_what_sqlite_found(world):

@@ -303,23 +303,6 @@ class CallStore:
         with self._lock:
             return self._db.execute("PRAGMA integrity_check").fetchone()[0]
 
-
-def check_store(path: str | Path, quick: bool = False, shown: int = 5) -> list[str]:
-    """SQLite's integrity check of a store (quick_check: without comparing indexes to their
-    tables), read-only: [] when it passed, else the first `shown` problems it found. It reads
-    every page, so it runs only when asked (`judgeblender store check`), never at open."""
-    path = Path(path)
-    pragma = "quick_check" if quick else "integrity_check"
-    try:
-        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-        try:
-            rows = [r[0] for r in db.execute(f"PRAGMA {pragma}({shown})")]
-        finally:
-            db.close()
-    except sqlite3.DatabaseError as exc:
-        raise store_error(path, exc) from None
-    return [] if rows == ["ok"] else rows
-
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -336,3 +319,22 @@ def export_jsonl(store: CallStore, out: str | Path) -> int:
     atomic_write_text(out, "".join(lines))
     return len(lines)
 
+
+def check_store(path: str | Path, quick: bool = False, shown: int = 5) -> list[str]:
+    """SQLite's integrity check of a store (quick_check: without comparing indexes to their
+    tables), read-only: [] when it passed, else the first `shown` problems it found. It reads
+    every page, so it runs only when asked (`judgeblender store check`), never at open."""
+    path = Path(path)
+    pragma = "quick_check" if quick else "integrity_check"
+    try:
+        # Without a write-ahead log there is nothing but the file to read: immutable leaves no -wal
+        # or -shm file behind; with one, its committed pages are read (and checked) too.
+        wal = Path(f"{path}-wal").exists()
+        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro{'' if wal else '&immutable=1'}", uri=True)
+        try:
+            rows = [" ".join(str(r[0]).split()) for r in db.execute(f"PRAGMA {pragma}({shown})")]  # one line
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise store_error(path, exc) from None
+    return [] if rows == ["ok"] else rows
