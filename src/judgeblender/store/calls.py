@@ -53,7 +53,13 @@ def store_error(path: str | Path, exc: sqlite3.DatabaseError) -> StoreError:
     name = getattr(exc, "sqlite_errorname", "") or ""
     text = str(exc)
     if name.startswith(_DAMAGE) or any(w in text for w in ("malformed", "not a database", "corrupt")):
-        return damaged(path, text)
+        try:
+            with open(path, "rb") as fh:
+                sqlite = fh.read(len(validate.SQLITE_MAGIC)) == validate.SQLITE_MAGIC
+        except OSError:
+            sqlite = True
+        # a file that never was SQLite is not a damaged store: nothing to recover
+        return damaged(path, text) if sqlite else StoreError(f"{path}: not a judgeblender store (SQLite: {text})")
     return StoreError(f"{path}: cannot use the store (SQLite: {text})")
 
 
