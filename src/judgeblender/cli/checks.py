@@ -73,7 +73,6 @@ ROLES: dict[str, dict[str, str]] = {
 }
 
 
-
 def _unless(option: str | None, derive: Callable[[Path], Path], source: str = "out") -> Callable[[dict[str, Any]], Path | None]:
     """The file `derive` names beside the `source` output, written when `option` is not given."""
     return lambda args: None if args.get(option) or not args.get(source) else derive(Path(args[source]))
