@@ -419,6 +419,7 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     ("store-export-not-sqlite", ["store", "export", "--store", "{notes.txt}", "-o", "{tmp}/e.jsonl"], "notes.txt: expected a judgeblender store (an SQLite file)"),
     ("store-export-out-is-the-store", ["store", "export", "--store", "{tmp}/good.sqlite", "-o", "{tmp}/good.sqlite"], "good.sqlite: expected an output file that is not also an input"),
     ("store-judgments-out-is-a-directory", ["store", "judgments", "--store", "{tmp}/good.sqlite", "-o", "{tmp}/adir"], "adir: expected an output file path, got 'a directory'"),
+    ("store-check-foreign-sqlite", ["store", "check", "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database"),
 ]
 
 

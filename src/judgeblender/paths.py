@@ -33,3 +33,25 @@ def demo_store_path() -> Path:
     """The store `judgeblender demo` uses unless told otherwise."""
     return cache_root() / "demo.sqlite"
 
+
+
+# Files a command writes beside an output it was given, by that output's name: commands and the
+# up-front output checks (cli/checks.py) derive them here, so both name the same files.
+def details_path(out: Path) -> Path:
+    """The per-pair details JSONL beside a qrels `--out` (`judge`, `cascade`)."""
+    return out.with_name(out.name + ".details.jsonl")
+
+
+def journal_path(out: Path) -> Path:
+    """The labeling page's append-only journal beside its qrels `--out` (`label`)."""
+    return out.with_name(out.name + ".journal.jsonl")
+
+
+def lock_path(out: Path) -> Path:
+    """The lock file of a labeling page's `--out` (`label`)."""
+    return out.with_name(out.name + ".lock")
+
+
+def provenance_path(out: Path) -> Path:
+    """The provenance TSV beside a filled qrels `--out` (`fill`)."""
+    return out.with_name(out.stem + ".provenance.tsv")

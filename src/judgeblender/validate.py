@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import InputError
+from .errors import InputError, JudgeblenderError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GGUF_MAGIC = b"GGUF"
@@ -129,10 +129,33 @@ def output_file(path: str | Path, inputs: Iterable[str | Path | None] = (), what
     return path
 
 
-def sqlite_store(path: str | Path, *, write: bool = True) -> Path:
-    """A judgeblender store: an existing one (SQLite with our schema, or an empty file), or, when
-    writing, a new file in a writable folder. Never another program's SQLite database or another
-    kind of file, which opening as a store would change."""
+def _identity(path: Path) -> tuple:
+    """What makes two paths one file: the inode of an existing one (hard links, symlinks), the
+    resolved absolute path (links and `..` followed) of one still to be written."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return ("path", real)
+    return ("inode", st.st_dev, st.st_ino)
+
+
+def distinct_outputs(written: Iterable[tuple[str, str | Path]]) -> None:
+    """The files a command will write, as (what, path), are different files: `a.qrels`,
+    `./a.qrels` and a link to it are one, and writing one would overwrite the other."""
+    seen: dict[tuple, tuple[str, Path]] = {}
+    for what, path in written:
+        path = Path(path)
+        first = seen.setdefault(_identity(path), (what, path))
+        if first != (what, path):
+            raise JudgeblenderError(f"{what} {path} is the same file as {first[0]} {first[1]}: the files a command "
+                                    "writes must be different files (one would overwrite the other)")
+
+
+def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = False) -> Path:
+    """A judgeblender store: an existing one (SQLite with our schema, or an empty file unless the
+    command only reads it), or, when writing, a new file in a writable folder. Never another
+    program's SQLite database or another kind of file, which opening as a store would change."""
     path = Path(path)
     kind = _kind(path)
     if kind == "no such file":
@@ -146,6 +169,8 @@ def sqlite_store(path: str | Path, *, write: bool = True) -> Path:
         head = fh.read(len(SQLITE_MAGIC))
     if head and head != SQLITE_MAGIC:
         raise InputError(path, None, "a judgeblender store (an SQLite file)", "a file that is not SQLite")
+    if not head and read_only:  # opening it would write an empty store's schema into it
+        raise InputError(path, None, "a judgeblender store", "an empty file")
     if head:
         from .store.migrations import MIGRATIONS
 
@@ -159,7 +184,8 @@ def sqlite_store(path: str | Path, *, write: bool = True) -> Path:
                 db.close()
         except sqlite3.DatabaseError as exc:
             raise InputError(path, None, "a judgeblender store (a readable SQLite file)", str(exc)) from None
-        if version == 0 and tables:
+        if (version == 0 and tables) or (version > 0 and "calls" not in tables):
+            # migrating another program's database would change it
             raise InputError(path, None, "a judgeblender store", f"another SQLite database (tables: {', '.join(tables[:5])})")
         if version > len(MIGRATIONS):
             raise InputError(path, None, f"a store of schema version {len(MIGRATIONS)} or older (upgrade judgeblender)",

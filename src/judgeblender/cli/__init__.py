@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, JudgeblenderError
 from .checks import checked
-from .console import err_console
+from .console import err_console, output_width
 
 COMMAND_MODULES = [
     "judge", "blend", "agree", "correlate", "pool", "label", "calibrate", "fill", "report", "compare",
@@ -33,6 +33,11 @@ def build_app(commands: list[str] | None = None) -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        # Help texts are plain text: read as rich markup, `[default: OUT.details.jsonl]` and
+        # `[ray]` vanished and `NAME=MODEL[/PROMPT[/MODE]]` crashed `calibrate --help`. Set on the
+        # root, it holds for every command and group under it (typer passes it down).
+        rich_markup_mode=None,
+        context_settings={"max_content_width": output_width()},  # as wide as tables (console.py), not 80
     )
     # A group, even with one command registered: `judgeblender correlate ...` keeps its name.
     group.callback()(lambda: None)

@@ -15,6 +15,7 @@ from ..judges.calibrate_panel import Calibration, Candidate, blender_for, calibr
 from ..judges.panel_file import PanelChoice, panel_file_text, specs_for
 from ..pairs import Pair, read_corpus, read_qrels, read_queries, read_runs_dir
 from ..fileio import atomic_write_text
+from .agree import check_invalid_labels
 from .console import console, err_console
 
 
@@ -60,13 +61,15 @@ def register(app: typer.Typer) -> None:
         outer_folds: int = typer.Option(0, "--outer-folds", help="--select: re-run the selection inside N outer query folds and report the honest held-out figure (0: off)."),
         cost_from_store: bool = typer.Option(False, "--cost-from-store", help="--select: each judge's cost = its mean calls per pair in --store (a --cost price wins)."),
         slow: bool = typer.Option(True, "--slow/--fast-only", help="--select: also score learned thresholds and dawid-skene on the frontier subsets."),
+        invalid_labels: str = typer.Option("error", "--invalid-labels", help="A --labels label outside 0..3: 'error' stops naming file:line, 'abstain' counts the judge as abstaining on the pair."),
     ) -> None:
         """Score each judge and aggregator on a human seed set, choose, and write the panel file."""
+        check_invalid_labels(invalid_labels)
         gold_qrels = read_qrels(gold, allowed=range(4))
         if details is not None:
             table, source = load_details(details), str(details)
         elif labels:
-            table, source = load_qrels_ballots(labels, invalid_labels="abstain"), ", ".join(map(str, labels))
+            table, source = load_qrels_ballots(labels, invalid_labels=invalid_labels), ", ".join(map(str, labels))
         elif panel and queries and corpus:
             from ..judges import build_judge, judge_pairs
             from ..judges.panel import ballots_from_run, get_panel

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from .. import paths
 from ..errors import JudgeblenderError
 from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge, resolve_pairs
@@ -109,7 +110,7 @@ def register(app: typer.Typer) -> None:
                 make_judge.close()
                 ray_done()
         write_qrels(out, result.qrels())
-        details_path = details or out.with_name(out.name + ".details.jsonl")
+        details_path = details or paths.details_path(out)
         lines = []
         for p in result.pairs:
             rec = {"qid": p.qid, "docid": p.docid, "label": result.labels[p], "source": result.provenance[p],

@@ -2,8 +2,11 @@
 
 The checks themselves are in `judgeblender.validate`; this table only says, per command and
 parameter, which check applies (a `--details` is an input of `blend` and an output of
-`judge`). `checked(app)` runs them ahead of each command's body, so a bad path or number is
-one `error:` line and exit 2 before any file is read in full, any model loaded or called.
+`judge`), and which files a command writes beside its outputs without an option naming them
+(DERIVED: `OUT.details.jsonl`, a seed's `.design.json`, the label journal). `checked(app)` runs
+them ahead of each command's body, so a bad path or number, or two outputs that are one file
+(one would overwrite the other), is one `error:` line and exit 2 before any file is read in
+full, any model loaded or called.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 import typer
 
-from .. import validate
+from .. import paths, validate
 from ..pairs.irds import is_irds
 
 # Numbers, by parameter name (the same meaning wherever they appear): (low, high, low_open, high_open).
@@ -65,9 +68,33 @@ ROLES: dict[str, dict[str, str]] = {
     "prompts show": {"name": PROMPT},
     "prompts render": {"name": PROMPT},
     "store stats": {"store": STORE_READ},
+    "store check": {"store": STORE_READ},
     "store export": {"store": STORE_READ, "out": OUTPUT},
     "store judgments": {"store": STORE_READ, "out": OUTPUT},
     "store merge": {"inputs": STORE_READ, "out": OUTPUT},
+}
+
+
+def _unless(option: str | None, derive: Callable[[Path], Path], source: str = "out") -> Callable[[dict[str, Any]], Path | None]:
+    """The file `derive` names beside the `source` output, written when `option` is not given."""
+    return lambda args: None if args.get(option) or not args.get(source) else derive(Path(args[source]))
+
+
+def _design_path(sample_out: Path) -> Path:
+    from ..pairs.design import design_path_for  # only pool pays for the design module
+
+    return design_path_for(sample_out)
+
+
+# Per command: files it writes beside its outputs, by what an error calls them and how they are
+# derived from the arguments (None: not written this time). Checked as outputs, like the options.
+DERIVED: dict[str, list[tuple[str, Callable[[dict[str, Any]], Path | None]]]] = {
+    "judge": [("the details file beside --out", _unless("details", paths.details_path))],
+    "cascade": [("the details file beside --out", _unless("details", paths.details_path))],
+    "pool": [("the design file beside --sample-out", _unless("design_out", _design_path, "sample_out"))],
+    "label": [("the journal beside --out", _unless("journal", paths.journal_path)),
+              ("the lock file of --out", _unless(None, paths.lock_path))],
+    "fill": [("the provenance file beside --out", _unless("provenance", paths.provenance_path))],
 }
 
 
@@ -100,7 +127,7 @@ def check_arguments(command: str, args: dict[str, Any]) -> None:
             elif role == STORE:
                 validate.sqlite_store(value, write=True)
             elif role == STORE_READ:
-                validate.sqlite_store(value, write=False)
+                validate.sqlite_store(value, write=False, read_only=True)
             elif role in (MODEL, MODELS):
                 validate.model_string(str(value).partition("=")[2] if "=" in str(value) else str(value))
             elif role == JUDGE_MODELS:  # NAME=MODEL[/PROMPT[/MODE]]
@@ -115,10 +142,12 @@ def check_arguments(command: str, args: dict[str, Any]) -> None:
             elif role == PANEL and str(value).endswith(".toml"):
                 inputs.append(validate.input_file(value, "an existing panel file (.toml)"))
     stores = [Path(v) for n, r in roles.items() if r in (STORE, STORE_READ) for v in _many(args.get(n))]
-    for name, role in roles.items():
-        if role == OUTPUT:
-            for value in _many(args.get(name)):
-                validate.output_file(value, [*inputs, *stores])
+    written = [("--" + name.replace("_", "-"), Path(value)) for name, role in roles.items() if role == OUTPUT
+               for value in _many(args.get(name))]
+    written += [(what, path) for what, derive in DERIVED.get(command, ()) if (path := derive(args)) is not None]
+    for _, path in written:
+        validate.output_file(path, [*inputs, *stores])
+    validate.distinct_outputs(written)
 
 
 def _checked_callback(command: str, callback: Callable) -> Callable:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import JudgeblenderError
+from ..evaluate.agreement import LEVELS
 from ..pairs import read_qrels, read_runs_dir
 from ..report.methods import JUDGED, METHOD_MEASURES, method_table
 from .console import console
@@ -31,7 +32,7 @@ def register(app: typer.Typer) -> None:
         wanted = list(measures or METHOD_MEASURES)
         if JUDGED not in wanted:
             wanted.append(JUDGED)  # the point of the table: never show a score without its coverage
-        mt = method_table(read_runs_dir(runs_dir), read_qrels(qrels), wanted)
+        mt = method_table(read_runs_dir(runs_dir), read_qrels(qrels, allowed=LEVELS), wanted)
         holes = set(mt.holes(min_judged))
         if as_json:
             for run in mt.runs:

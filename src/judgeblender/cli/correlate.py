@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ..evaluate.agreement import LEVELS
 from ..evaluate.bias import GroupBias, leaderboard_scatter, read_groups, report_bias
 from ..evaluate.intervals import CONFIDENCE
 from ..evaluate.leaderboard import DEFAULT_MEASURES, CorrelationReport, correlate
@@ -85,7 +86,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Correlation between the leaderboard of runs under gold labels and under each prediction."""
         check_invalid_labels(invalid_labels)
-        gold_qrels = read_qrels(gold)
+        gold_qrels = read_qrels(gold, allowed=LEVELS)
         preds = {}
         for path in predictions:
             if path.stem in preds:  # results are keyed by name: one would hide the other

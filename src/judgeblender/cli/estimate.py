@@ -14,6 +14,7 @@ from rich.text import Text
 
 from ..errors import InputError, JudgeblenderError
 from ..evaluate.estimate import TARGETS, PairDesign, estimate_with_seed, plan, seed_design
+from ..evaluate.agreement import LEVELS
 from ..evaluate.intervals import CONFIDENCE
 from ..evaluate.seed_overlap import seed_overlap
 from ..pairs.qrels import read_qrels
@@ -69,8 +70,8 @@ def register(app: typer.Typer) -> None:
             raise JudgeblenderError("--plan and --target-width go together")
         if do_plan and target != "collection":
             raise JudgeblenderError("--plan works for --target collection only")
-        llm_qrels = read_qrels(llm)
-        human_qrels = read_qrels(human)
+        llm_qrels = read_qrels(llm, allowed=LEVELS)  # labels off the 0-3 scale are refused, as in agree
+        human_qrels = read_qrels(human, allowed=LEVELS)
         if calibration_seed is not None:
             warning = seed_overlap(human_qrels, calibration_seed).warning()
             if warning:

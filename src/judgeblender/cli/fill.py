@@ -10,14 +10,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from .. import paths
 from ..evaluate.agreement import LEVELS
 from ..label.merge import HUMAN, LLM, merge_labels, write_provenance
 from ..pairs import read_pairs, read_qrels, write_qrels
 from .console import console, err_console
-
-
-def default_provenance(out: Path) -> Path:
-    return out.with_name(out.stem + ".provenance.tsv")
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +31,7 @@ def register(app: typer.Typer) -> None:
         human = read_qrels(gold, allowed=LEVELS)
         machine = read_qrels(llm, allowed=LEVELS)
         merged = merge_labels(human, machine, read_pairs(pairs) if pairs else None)
-        provenance = provenance or default_provenance(out)
+        provenance = provenance or paths.provenance_path(out)
         write_qrels(out, merged.qrels())
         write_provenance(provenance, merged)
 

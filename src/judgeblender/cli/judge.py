@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
+from .. import paths
 from ..backends.batch import BatchRequests, use_batch_files
 from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge, judge_pairs, resolve_pairs, summary_rows
@@ -171,7 +172,7 @@ def register(app: typer.Typer) -> None:
         write_batch_requests(batch_queue)
         labels = final_labels(run)
         n = write_qrels_file(out, run, labels)
-        details_path = details or out.with_name(out.name + ".details.jsonl")
+        details_path = details or paths.details_path(out)
         flagged = flag_pairs(run.pairs, query_map, passages)  # reported only: labels stay as judged
         write_details(details_path, run, labels, extra={p: {"injection": [str(f) for f in found]}
                                                         for p, found in flagged.items()})

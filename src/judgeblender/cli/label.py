@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from .. import paths
 from ..errors import JudgeblenderError
 from ..label.journal import Journal, hold_lock
 from ..label.server import LabelServer
@@ -19,18 +20,10 @@ from ..pairs import read_corpus, read_pairs, read_queries
 from .console import err_console
 
 
-def default_journal(out: Path) -> Path:
-    return out.with_name(out.name + ".journal.jsonl")
-
-
-def lock_path(out: Path) -> Path:
-    return out.with_name(out.name + ".lock")
-
-
 def lock_output(out: Path) -> int:
     """Lock OUT.lock (a file of its own: OUT is replaced on every save, so a lock on it would not
     hold); the open descriptor holds the lock until closed or the process dies."""
-    path = lock_path(out)
+    path = paths.lock_path(out)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -38,27 +31,6 @@ def lock_output(out: Path) -> int:
         raise JudgeblenderError(f"{path}: cannot create the lock file of --out ({exc.strerror})") from None
     hold_lock(fd, out, "this --out file")
     return fd
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    if a.resolve() == b.resolve():
-        return True
-    try:
-        return os.path.samefile(a, b)  # hard links
-    except OSError:
-        return False
-
-
-def _check_distinct(out: Path, journal: Path, **inputs: Path) -> None:
-    """Before anything is opened: the journal and --out are two files, and neither is an input."""
-    if _same_file(out, journal):
-        raise JudgeblenderError(f"--journal {journal} is --out {out}: the journal and --out must be two different "
-                                "files (--out is rewritten on every save, which would erase the journal)")
-    for option, path in (("--out", out), ("--journal", journal)):
-        for name, given in inputs.items():
-            if _same_file(path, given):
-                raise JudgeblenderError(f"{option} is the --{name} file {given}: choose another path; "
-                                        "input files are never written")
 
 
 def _has_gui() -> bool:
@@ -78,8 +50,8 @@ def register(app: typer.Typer) -> None:
         open_browser: bool = typer.Option(True, "--open/--no-open", help="Open the page in the desktop browser (when there is a display)."),
     ) -> None:
         """Serve a labeling page on 127.0.0.1: one pair at a time, keys 0-3, back and skip; resumes where you stopped."""
-        journal = journal or default_journal(out)
-        _check_distinct(out, journal, queries=queries, corpus=corpus, pairs=pairs)
+        # --out, the journal and the lock file are distinct, and none is an input (cli/checks.py)
+        journal = journal or paths.journal_path(out)
         out_lock = lock_output(out)  # one server per --out, whatever its journal; held until we return
         try:
             _serve(out, journal, queries, corpus, pairs, port, open_browser)

@@ -1,4 +1,5 @@
-"""`judgeblender store stats | export | judgments | merge`: look inside call stores, merge them."""
+"""`judgeblender store stats | export | judgments | merge | check`: look inside call stores, merge them,
+check them for damage."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from rich.table import Table
 
 from ..errors import JudgeblenderError
 from ..fileio import atomic_write_text
-from ..store import CallStore, export_jsonl, merge_stores
+from ..store import CallStore, check_store, export_jsonl, merge_stores
+from ..store.calls import damaged
 from .console import console, err_console
 
 store_app = typer.Typer(help="Inspect and export the SQLite store of calls and judgments.", no_args_is_help=True)
@@ -78,6 +80,16 @@ def merge(inputs: list[Path] = typer.Argument(..., help="The stores to merge (e.
         f"{report.rows['vectors']} vectors; {report.conflicts_total} conflicts", markup=False, soft_wrap=True)
     if as_json:
         console.print_json(json.dumps(report.summary()))
+
+
+@store_app.command()
+def check(store: Path = STORE,
+          quick: bool = typer.Option(False, "--quick", help="SQLite's quick_check: skips comparing indexes with their tables (faster on large stores).")) -> None:
+    """Read every page of the store and check it (SQLite's integrity check): exit 0 and 'ok', or exit 2 and what is damaged."""
+    problems = check_store(store, quick=quick)
+    if problems:
+        raise damaged(store, "; ".join(problems))
+    console.print(f"ok: {store} passed SQLite's {'quick' if quick else 'integrity'} check", markup=False)
 
 
 def register(app: typer.Typer) -> None:

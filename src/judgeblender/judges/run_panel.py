@@ -13,6 +13,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+from .. import paths
 from ..backends.batch import BatchRequests, use_batch_files
 from ..blend import BlendResult
 from ..pairs import Pair
@@ -109,6 +110,6 @@ def write_panel_run(panel_run: PanelRun, out: Path, details: Path | None = None)
     """Write the blended qrels to `out` and every member's label to `details` (default
     OUT.details.jsonl); returns how many judgments were written and the details path."""
     n = write_qrels_file(out, panel_run.run, panel_run.labels)
-    details_path = details or out.with_name(out.name + ".details.jsonl")
+    details_path = details or paths.details_path(out)
     write_details(details_path, panel_run.run, panel_run.labels, blend=panel_run.blend_info, extra=panel_run.extra)
     return n, details_path

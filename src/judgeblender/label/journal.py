@@ -3,7 +3,9 @@
 Appending and syncing each label means a crash (or a killed server) loses nothing the
 user saw confirmed. Replaying the journal, last action per pair winning, gives the labels
 back on restart. The only damage a crash can leave is a torn last line that was never
-confirmed; it is cut off on open, and reported.
+confirmed; it is cut off on open, and reported. Only a journal is ever cut: every whole line
+must be a journal entry and the torn one the start of one, else the file (a qrels file, a
+picture given as --journal by mistake) is refused as it is.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from ..errors import InputError, JudgeblenderError
 
 LEVELS = (0, 1, 2, 3)
+TORN_START = b'{"qid": '  # how every line JournalEntry.to_json writes starts
 
 
 def is_level(label: object) -> bool:
@@ -76,24 +79,27 @@ class Journal:
         if not self.path.exists():
             return []
         data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            # A crash during a write leaves a partial line that was never confirmed: cut it off
-            # so the next append starts on a line of its own.
-            cut = data.rfind(b"\n") + 1
-            self.torn_line = data[cut:].decode("utf-8", "replace")
-            with open(self.path, "r+b") as fh:
-                fh.truncate(cut)
-                fh.flush()
-                os.fsync(fh.fileno())
-            data = data[:cut]
+        cut = data.rfind(b"\n") + 1
         entries = []
-        for lineno, line in enumerate(data.split(b"\n")[:-1], start=1):
+        for lineno, line in enumerate(data[:cut].split(b"\n")[:-1], start=1):
             try:
                 raw = line.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise InputError(self.path, lineno, "UTF-8 text", f"invalid byte at column {exc.start + 1}") from None
             if raw.strip():
                 entries.append(_parse(self.path, lineno, raw))
+        if cut < len(data):
+            # A crash during a write leaves a partial line that was never confirmed: cut it off
+            # so the next append starts on a line of its own; anything else is not ours to cut.
+            torn = data[cut:]
+            if not (torn.startswith(TORN_START) or TORN_START.startswith(torn)):
+                raise InputError(self.path, data.count(b"\n") + 1, "a labeling journal (JSON lines ending in a "
+                                 "newline)", torn[:40].decode("utf-8", "replace"))
+            self.torn_line = torn.decode("utf-8", "replace")
+            with open(self.path, "r+b") as fh:
+                fh.truncate(cut)
+                fh.flush()
+                os.fsync(fh.fileno())
         return entries
 
     def append(self, qid: str, docid: str, label: int | None) -> JournalEntry:

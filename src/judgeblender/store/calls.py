@@ -31,6 +31,59 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+# What a user can do about a damaged store (docs/reliability.md): every answer in a store can be
+# asked again, so a new store loses time, never results.
+RECOVERY = ("to recover, keep what is readable with `sqlite3 {path} .recover | sqlite3 NEW.sqlite` and check "
+            "it with `judgeblender store check --store NEW.sqlite`, or restore a backup, or pass a new --store "
+            "(its answers are then asked of the models again)")
+_DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR_SHORT_READ")
+
+
+class StoreError(JudgeblenderError):
+    """SQLite reported damage in a store, or could not read or write it: names the file, what
+    SQLite said and (for damage) how to recover."""
+
+
+def damaged(path: str | Path, found: str) -> StoreError:
+    return StoreError(f"{path}: the store is damaged (SQLite: {found}); {RECOVERY.format(path=path)}")
+
+
+def store_error(path: str | Path, exc: sqlite3.DatabaseError) -> StoreError:
+    """The one translation of an SQLite error on a store into the error a user sees (exit 2)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    if name.startswith(_DAMAGE) or any(w in text for w in ("malformed", "not a database", "corrupt")):
+        try:
+            with open(path, "rb") as fh:
+                sqlite = fh.read(len(validate.SQLITE_MAGIC)) == validate.SQLITE_MAGIC
+        except OSError:
+            sqlite = True
+        # a file that never was SQLite is not a damaged store: nothing to recover
+        return damaged(path, text) if sqlite else StoreError(f"{path}: not a judgeblender store (SQLite: {text})")
+    return StoreError(f"{path}: cannot use the store (SQLite: {text})")
+
+
+class StoreAccess:
+    """A store's lock, and the one place where an SQLite error raised while it is held becomes a
+    StoreError naming the file: damage found in the middle of a command (a corrupt page read
+    for the first time) ends it with one error line, not a traceback. No integrity check runs at
+    open (it reads every page: minutes on a large store); `store check` runs one."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "StoreAccess":
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        self._lock.release()
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise store_error(self.path, exc) from None
+        return False
+
+
 @dataclass
 class StoredCall:
     key: str
@@ -46,21 +99,26 @@ class CallStore:
         if self.path.exists():  # never turn another program's database (or any other file) into a store
             validate.sqlite_store(self.path, write=False)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._lock = StoreAccess(self.path)
         try:
             self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
-            mode = self._wal_mode()
         except sqlite3.DatabaseError as exc:
-            raise JudgeblenderError(f"{self.path}: not a judgeblender store ({exc})") from None
-        if mode.lower() != "wal":
-            raise JudgeblenderError(
-                f"{self.path}: the file system does not support SQLite's WAL journal (got {mode!r}); "
-                "put the store on a local disk"
-            )
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=60000")
-        self.redact_passages = redact_passages
-        self._migrate()
+            raise store_error(self.path, exc) from None
+        try:
+            with self._lock:
+                mode = self._wal_mode()
+                if mode.lower() != "wal":
+                    raise JudgeblenderError(
+                        f"{self.path}: the file system does not support SQLite's WAL journal (got {mode!r}); "
+                        "put the store on a local disk"
+                    )
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA busy_timeout=60000")
+            self.redact_passages = redact_passages
+            self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
         self.new_calls = 0
         self.cache_hits = 0
 
@@ -96,8 +154,17 @@ class CallStore:
                     self._db.execute(f"PRAGMA user_version={number}")
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self.rollback()
                 raise
+
+    def rollback(self) -> None:
+        """Roll back the open transaction, if SQLite still has one: after damage it may have
+        ended it already, and the error to report is the damage, not the failed rollback."""
+        if self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     # -- calls -------------------------------------------------------------------------
     def get(self, key: str) -> StoredCall | None:
@@ -161,10 +228,10 @@ class CallStore:
             try:
                 self._db.executemany(statement, rows)
             except sqlite3.OperationalError as exc:  # disk full, read-only: say which file
-                self._db.execute("ROLLBACK")
+                self.rollback()
                 raise JudgeblenderError(f"{self.path}: cannot write to the store ({exc})") from None
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self.rollback()
                 raise
             self._db.execute("COMMIT")
 
@@ -258,3 +325,22 @@ def export_jsonl(store: CallStore, out: str | Path) -> int:
     atomic_write_text(out, "".join(lines))
     return len(lines)
 
+
+def check_store(path: str | Path, quick: bool = False, shown: int = 5) -> list[str]:
+    """SQLite's integrity check of a store (quick_check: without comparing indexes to their
+    tables), read-only: [] when it passed, else the first `shown` problems it found. It reads
+    every page, so it runs only when asked (`judgeblender store check`), never at open."""
+    path = Path(path)
+    pragma = "quick_check" if quick else "integrity_check"
+    try:
+        # Without a write-ahead log there is nothing but the file to read: immutable leaves no -wal
+        # or -shm file behind; with one, its committed pages are read (and checked) too.
+        wal = Path(f"{path}-wal").exists()
+        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro{'' if wal else '&immutable=1'}", uri=True)
+        try:
+            rows = [" ".join(str(r[0]).split()) for r in db.execute(f"PRAGMA {pragma}({shown})")]  # one line
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise store_error(path, exc) from None
+    return [] if rows == ["ok"] else rows

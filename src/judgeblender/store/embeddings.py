@@ -49,7 +49,7 @@ def put_vectors(store: CallStore, model: str, vectors: Mapping[str, np.ndarray])
             store._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?,?,?,?,?)", rows)
             store._db.execute("COMMIT")
         except BaseException:
-            store._db.execute("ROLLBACK")
+            store.rollback()
             raise
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import JudgeblenderError
-from .calls import CallStore
+from .calls import CallStore, store_error
 from .migrations import MIGRATIONS
 
 # per table: its key columns, and the columns two copies of one key must agree on (None: any
@@ -102,7 +102,7 @@ def _check_input(path: Path) -> None:
         finally:
             db.close()
     except sqlite3.DatabaseError as exc:
-        raise JudgeblenderError(f"{path}: not a judgeblender store ({exc})") from None
+        raise store_error(path, exc) from None
     if "calls" not in tables:
         raise JudgeblenderError(f"{path}: not a judgeblender store (no calls table)")
     if version != len(MIGRATIONS):
@@ -142,7 +142,10 @@ def merge_stores(out: str | Path, inputs: list[str | Path], keep_first: bool = F
         db = sqlite3.connect(_uri(tmp, "rw"), uri=True, isolation_level=None)
         try:
             for path in paths:
-                _merge_one(db, path, report)
+                try:
+                    _merge_one(db, path, report)
+                except sqlite3.DatabaseError as exc:  # damage in an input, found as it is read
+                    raise store_error(path, exc) from None
             if report.conflicts_total and not keep_first:
                 raise MergeConflict(report)
             for table in TABLES:
@@ -195,7 +198,8 @@ def _merge_one(db: sqlite3.Connection, path: Path, report: MergeReport) -> None:
                 db.execute(f"INSERT OR IGNORE INTO main.{table} ({names}) SELECT {names} FROM src.{table}")
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
     finally:
         db.execute("DETACH DATABASE src")
