@@ -53,6 +53,7 @@ def one(mode: str, n: int, url: str) -> dict:
     store.close()
     judge.close()
     closed_bytes = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    assert run.stats[judge.id].judged == n, run.stats[judge.id]
     return {"mode": mode, "pairs": n, "judged": run.stats[judge.id].judged, "calls": calls,
             "bytes_per_call_open": round(open_bytes / calls, 1),
             "bytes_per_call_closed": round(closed_bytes / calls, 1), "seconds": round(seconds, 2)}
@@ -68,7 +69,8 @@ def main() -> None:
 
     import judgeblender
 
-    server = OpenAITestServer(answers="##final score: 2", max_requests=10**7, max_lifetime_s=3600)
+    server = OpenAITestServer(answers="##final score: 2", max_requests=10**7, max_lifetime_s=3600,
+                              top_logprobs=[("2", -0.2), ("3", -1.9), ("1", -3.1), ("0", -4.6), ("The", -6.0)])
     server.start()
     try:
         url = f"http://127.0.0.1:{server.port}/v1"

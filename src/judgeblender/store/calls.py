@@ -115,14 +115,15 @@ class CallStore:
     def get(self, key: str) -> StoredCall | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT raw_output, parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, extra "
+                "SELECT raw_output, parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, extra, extra_dict "
                 "FROM calls WHERE key = ?",
                 (key,),
             ).fetchone()
-        if row is None:
-            return None
+            if row is None:
+                return None
+            extra = self._texts.decode_extra(row[7], row[8])
         self.cache_hits += 1
-        raw, parsed, probs, mass, tin, tout, lat, extra = row
+        raw, parsed, probs, mass, tin, tout, lat = row[:7]
         result = CallResult(
             text=raw,
             probs=json.loads(probs) if probs else None,
@@ -130,7 +131,7 @@ class CallStore:
             tokens_in=tin or 0,
             tokens_out=tout or 0,
             latency_s=lat or 0.0,
-            extra=json.loads(extra) if extra else {},
+            extra=extra or {},
         )
         return StoredCall(key, result, json.loads(parsed) if parsed else None)
 
@@ -166,7 +167,7 @@ class CallStore:
                     canonical_json(result.extra) if result.extra else None))
             return out
 
-        self.new_calls += self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        self.new_calls += self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
 
     def _write(self, statement: str, make_rows: Callable[[], list[tuple]]) -> int:
         """Rows made and written in one transaction (their texts too), committed before this
@@ -202,12 +203,12 @@ class CallStore:
             with self._lock:
                 rows = self._db.execute(
                     "SELECT key, backend, identity, settings, dict, messages, raw_output, parsed, probs, choice_mass, "
-                    "tokens_in, tokens_out, latency_s, created_at, extra FROM calls "
+                    "tokens_in, tokens_out, latency_s, created_at, extra, extra_dict FROM calls "
                     + ("WHERE (created_at, key) > (?, ?) " if last else "") + "ORDER BY created_at, key LIMIT 1000",
                     last).fetchall()
                 records = []
                 for (key, backend, ident, settings, dictionary, blob, raw, parsed, probs, mass, tin, tout, lat,
-                     created, extra) in rows:
+                     created, extra, extra_dict) in rows:
                     identity = json.loads(self._texts.get(ident))
                     records.append({
                         "key": key, "backend": backend, "model": str(identity.get("model", "")),
@@ -215,7 +216,7 @@ class CallStore:
                         "raw_output": raw, "parsed": json.loads(parsed) if parsed else None,
                         "probs": json.loads(probs) if probs else None, "choice_mass": mass, "tokens_in": tin,
                         "tokens_out": tout, "latency_s": lat, "created_at": iso(created),
-                        "extra": json.loads(extra) if extra else None})
+                        "extra": self._texts.decode_extra(extra, extra_dict)})
             if not rows:
                 return
             yield from records

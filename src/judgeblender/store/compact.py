@@ -14,6 +14,8 @@ Here:
   to the dictionary is, nearly always, its query and passage, so that is about all it costs.
   The dictionary is itself a text in `texts`, so every row decompresses with what the store holds,
   and `store export` gives back the exact prompt;
+- a served answer's metadata (`extra`: finish reason, served model, fingerprint, top tokens) is
+  compressed the same way against the model's first one;
 - a judgment's details (its steps, raw answers and cuts) are zlib-compressed against a fixed
   dictionary of the record's key names; label, probabilities, expected value and invalid reason
   stay columns, for SQL and for `store merge`'s conflict checks;
@@ -39,6 +41,7 @@ from ..hashing import sha256_text
 _RAW = b"\x00"  # zlib, no dictionary
 _SHAPED = b"\x01"  # zlib against the row's shape dictionary (messages)
 _DETAILS_V1 = b"\x02"  # zlib against DETAILS_DICT_V1 (judgment details)
+_DETAILS_V2 = b"\x03"  # zlib against DETAILS_DICT_V1 + the row's own probabilities (their steps repeat them)
 
 # The names a judgment record (judges.judgment.Judgment.record) is made of, most common last
 # (zlib finds the end of a dictionary cheapest). Never change this text: stored details were
@@ -88,14 +91,17 @@ def _inflate(data: bytes, zdict: bytes | None) -> bytes:
     return unpacker.decompress(data) + unpacker.flush()
 
 
-def pack_details(record: dict[str, Any]) -> bytes:
+def pack_details(record: dict[str, Any], probs: str | None = None) -> bytes:
+    """A judgment's details, compressed; `probs` (the row's probs column) joins the dictionary."""
+    if probs:
+        return _DETAILS_V2 + _deflate(canonical_json(record).encode(), DETAILS_DICT_V1 + probs.encode())
     return _DETAILS_V1 + _deflate(canonical_json(record).encode(), DETAILS_DICT_V1)
 
 
-def unpack_details(blob: bytes | str) -> dict[str, Any]:
-    if isinstance(blob, str):  # schema 4 text, during the migration
-        return json.loads(blob)
+def unpack_details(blob: bytes, probs: str | None = None) -> dict[str, Any]:
     fmt, body = blob[:1], blob[1:]
+    if fmt == _DETAILS_V2:
+        return json.loads(_inflate(body, DETAILS_DICT_V1 + (probs or "").encode()))
     if fmt == _DETAILS_V1:
         return json.loads(_inflate(body, DETAILS_DICT_V1))
     if fmt == _RAW:
@@ -135,28 +141,42 @@ class Texts:
             self._known.add(tid)
         return text
 
-    def _dictionary(self, settings: int, roles: str, messages: list[list[str]], messages_json: str) -> int:
-        shape = text_id(f"{settings}|{roles}|" + "|".join(c[:_SHAPE_CHARS] for _, c in messages))
+    def _dictionary(self, group: int, shape_text: str, sample: str) -> int:
+        """The dictionary of a shape (`shape_text` hashed) within `group` (a settings or identity
+        id): the first `sample` of that shape, stored as a text; past MAX_SHAPES_PER_SETTINGS
+        shapes in one group, the group's first dictionary."""
+        shape = text_id(f"{group}|{shape_text}")
         found = self._shapes.get(shape)
         if found is not None:
             return found
         row = self.db.execute("SELECT dict FROM shapes WHERE shape = ?", (shape,)).fetchone()
         if row is None:
-            if settings not in self._shapes_per_settings:
+            if group not in self._shapes_per_settings:
                 n, first = self.db.execute(
-                    "SELECT COUNT(*), MIN(dict) FROM shapes WHERE settings = ?", (settings,)).fetchone()
-                self._shapes_per_settings[settings] = n
+                    "SELECT COUNT(*), MIN(dict) FROM shapes WHERE settings = ?", (group,)).fetchone()
+                self._shapes_per_settings[group] = n
                 if first is not None:
-                    self._first_dict[settings] = first
-            if self._shapes_per_settings[settings] >= MAX_SHAPES_PER_SETTINGS:
-                return self._first_dict[settings]
-            dictionary = self.put(messages_json)
-            self.db.execute("INSERT OR IGNORE INTO shapes VALUES (?, ?, ?)", (shape, settings, dictionary))
-            self._shapes_per_settings[settings] += 1
-            self._first_dict.setdefault(settings, dictionary)
+                    self._first_dict[group] = first
+            if self._shapes_per_settings[group] >= MAX_SHAPES_PER_SETTINGS:
+                return self._first_dict[group]
+            dictionary = self.put(sample)
+            self.db.execute("INSERT OR IGNORE INTO shapes VALUES (?, ?, ?)", (shape, group, dictionary))
+            self._shapes_per_settings[group] += 1
+            self._first_dict.setdefault(group, dictionary)
             row = (dictionary,)
         self._shapes[shape] = row[0]
         return row[0]
+
+    def _pack(self, text: str, dictionary: int) -> bytes:
+        return _SHAPED + _deflate(text.encode(), self.get(dictionary).encode())
+
+    def _unpack(self, blob: bytes, dictionary: int | None) -> str:
+        fmt, body = blob[:1], blob[1:]
+        if fmt == _SHAPED:
+            return _inflate(body, self.get(dictionary).encode()).decode()  # type: ignore[arg-type]
+        if fmt == _RAW:
+            return _inflate(body, None).decode()
+        raise ValueError(f"unknown blob format byte {fmt!r}")
 
     # -- calls -------------------------------------------------------------------------------------
     def encode_call(self, key: str, backend: str, identity: dict[str, Any], request: dict[str, Any],
@@ -166,34 +186,34 @@ class Texts:
         """One `calls` row. `request` is CallRequest.key_fields() (messages possibly redacted)."""
         messages = request["messages"]
         settings = self.put(canonical_json({k: v for k, v in request.items() if k != "messages"}))
+        identity_id = self.put(canonical_json(identity))
         messages_json = canonical_json(messages)
-        dictionary = self._dictionary(settings, ",".join(r for r, _ in messages), messages, messages_json)
-        zdict = self.get(dictionary).encode()
-        blob = _SHAPED + _deflate(messages_json.encode(), zdict)
-        return (key, backend, self.put(canonical_json(identity)), settings, dictionary, blob, raw_output, parsed,
-                probs, choice_mass, tokens_in, tokens_out, latency_s, created_at, extra)
+        shape = ",".join(role for role, _ in messages) + "|" + "|".join(c[:_SHAPE_CHARS] for _, c in messages)
+        dictionary = self._dictionary(settings, shape, messages_json)
+        extra_blob = extra_dict = None
+        if extra is not None:  # a served answer's metadata repeats but for its response id
+            extra_dict = self._dictionary(identity_id, "extra", extra)
+            extra_blob = self._pack(extra, extra_dict)
+        return (key, backend, identity_id, settings, dictionary, self._pack(messages_json, dictionary), raw_output,
+                parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, created_at, extra_blob, extra_dict)
 
     def decode_request(self, settings: int, dictionary: int | None, blob: bytes) -> dict[str, Any]:
-        fmt, body = blob[:1], blob[1:]
-        if fmt == _SHAPED:
-            messages = json.loads(_inflate(body, self.get(dictionary).encode()))  # type: ignore[arg-type]
-        elif fmt == _RAW:
-            messages = json.loads(_inflate(body, None))
-        else:
-            raise ValueError(f"unknown messages format byte {fmt!r}")
-        return {"messages": messages, **json.loads(self.get(settings))}
+        return {"messages": json.loads(self._unpack(blob, dictionary)), **json.loads(self.get(settings))}
+
+    def decode_extra(self, blob: bytes | None, dictionary: int | None) -> dict[str, Any] | None:
+        return None if blob is None else json.loads(self._unpack(blob, dictionary))
 
     # -- judgments ---------------------------------------------------------------------------------
     def encode_judgment(self, judge_id: str, qid: str, docid: str, record: dict[str, Any], updated_at: float) -> tuple:
         rest = {k: v for k, v in record.items() if k not in JUDGMENT_COLUMNS}
         probs = record.get("probs")
-        return (self.put(judge_id), qid, docid, record.get("label"),
-                canonical_json(probs) if probs is not None else None, record.get("expected"),
-                record.get("invalid_reason"), pack_details(rest), updated_at)
+        probs_json = canonical_json(probs) if probs is not None else None
+        return (self.put(judge_id), qid, docid, record.get("label"), probs_json, record.get("expected"),
+                record.get("invalid_reason"), pack_details(rest, probs_json), updated_at)
 
     def decode_judgment(self, label: int | None, probs: str | None, expected: float | None,
                         invalid_reason: str | None, details: bytes) -> dict[str, Any]:
-        record = unpack_details(details)
+        record = unpack_details(details, probs)
         record.update(label=label, probs=json.loads(probs) if probs else None, expected=expected,
                       invalid_reason=invalid_reason)
         return dict(sorted(record.items()))
@@ -225,7 +245,8 @@ CREATE TABLE calls5 (
     tokens_out INTEGER,
     latency_s REAL,
     created_at REAL NOT NULL,
-    extra TEXT
+    extra BLOB,
+    extra_dict INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE judgments5 (
     judge INTEGER NOT NULL,
@@ -259,7 +280,7 @@ def compact_schema(db: sqlite3.Connection) -> None:
             + f"ORDER BY key LIMIT {CHUNK}", (last,) if last else ()).fetchall()
         if not rows:
             break
-        db.executemany("INSERT INTO calls5 VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+        db.executemany("INSERT INTO calls5 VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
             texts.encode_call(key, backend, json.loads(ident), json.loads(req), raw, parsed, probs, mass, tin, tout,
                               lat, unix(created), extra)
             for key, backend, ident, req, raw, parsed, probs, mass, tin, tout, lat, created, extra in rows])
