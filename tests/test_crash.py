@@ -29,6 +29,7 @@ from openai_server import OpenAITestServer
 from typer.testing import CliRunner
 
 from judgeblender.cli import app
+from judgeblender.store.compact import Texts
 
 MARK = re.compile(r"passage-(\d{4})")
 N = 80
@@ -77,14 +78,12 @@ def stored_calls(store: Path) -> set[tuple]:
         return set()
     with sqlite3.connect(store) as db:
         try:
-            rows = db.execute("SELECT request FROM calls").fetchall()
+            rows = db.execute("SELECT settings, dict, messages FROM calls").fetchall()
         except sqlite3.OperationalError:  # not created yet
             return set()
-    out = set()
-    for (raw,) in rows:
-        req = json.loads(raw)
-        out.add((tuple(tuple(m) for m in req["messages"]), req["seed"]))
-    return out
+        texts = Texts(db)
+        requests = [texts.decode_request(*row) for row in rows]
+    return {(tuple(tuple(m) for m in req["messages"]), req["seed"]) for req in requests}
 
 
 def requested(server, since: int) -> list[tuple]:
@@ -197,7 +196,7 @@ def test_two_processes_on_one_store_both_finish_without_corrupting_it(files, tmp
     with sqlite3.connect(store) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         keys = db.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM calls").fetchone()
-        judgments = db.execute("SELECT COUNT(*), COUNT(DISTINCT judge_id || qid || docid) FROM judgments").fetchone()
+        judgments = db.execute("SELECT COUNT(*), COUNT(DISTINCT judge || '|' || qid || '|' || docid) FROM judgments").fetchone()
     # one row per call and per judgment, the job's calls exactly, each asked at most once per process
     assert keys == (ref["calls_made"], ref["calls_made"])
     assert judgments == (N, N)

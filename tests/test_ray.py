@@ -465,8 +465,8 @@ def test_grade_with_a_jury_of_two_models_same_output_with_and_without_ray(cluste
             m.pop("seconds")
         summary.pop("out")
     assert remote == local
-    with sqlite3.connect(tmp_path / "ray.sqlite") as db:
-        workers = {json.loads(e)["worker"]["pid"] for (e,) in db.execute("SELECT extra FROM calls")}
+    with CallStore(tmp_path / "ray.sqlite") as store:
+        workers = {rec["extra"]["worker"]["pid"] for rec in store.iter_calls()}
     assert len(workers) >= 2 and os.getpid() not in workers
 
 

@@ -13,7 +13,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +24,8 @@ from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import JudgeblenderError
 from ..fileio import atomic_write_text
 from ..hashing import sha256_file
-from .migrations import MIGRATIONS
+from .compact import Texts, iso, text_id, unix_now
+from .migrations import COMPACT_VERSION, MIGRATIONS
 
 
 def _now() -> str:
@@ -104,6 +105,7 @@ class CallStore:
             self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
         except sqlite3.DatabaseError as exc:
             raise store_error(self.path, exc) from None
+        self._texts = Texts(self._db)
         try:
             with self._lock:
                 mode = self._wal_mode()
@@ -156,10 +158,22 @@ class CallStore:
             except BaseException:
                 self.rollback()
                 raise
+            if 0 < version < COMPACT_VERSION <= len(MIGRATIONS):
+                self._reclaim()
+
+    def _reclaim(self) -> None:
+        """Give the pages an older schema's rows left free back to the file system (VACUUM). A
+        store another process holds open is left as it is: new calls reuse the free pages."""
+        try:
+            self._db.execute("VACUUM")
+        except sqlite3.OperationalError:
+            pass
 
     def rollback(self) -> None:
         """Roll back the open transaction, if SQLite still has one: after damage it may have
-        ended it already, and the error to report is the damage, not the failed rollback."""
+        ended it already, and the error to report is the damage, not the failed rollback. The
+        texts this connection believed stored went with it, so they are forgotten."""
+        self._texts = Texts(self._db)
         if self._db.in_transaction:
             try:
                 self._db.execute("ROLLBACK")
@@ -170,14 +184,15 @@ class CallStore:
     def get(self, key: str) -> StoredCall | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT raw_output, parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, extra "
+                "SELECT raw_output, parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, extra, extra_dict "
                 "FROM calls WHERE key = ?",
                 (key,),
             ).fetchone()
-        if row is None:
-            return None
+            if row is None:
+                return None
+            extra = self._texts.decode_extra(row[7], row[8])
         self.cache_hits += 1
-        raw, parsed, probs, mass, tin, tout, lat, extra = row
+        raw, parsed, probs, mass, tin, tout, lat = row[:7]
         result = CallResult(
             text=raw,
             probs=json.loads(probs) if probs else None,
@@ -185,7 +200,7 @@ class CallStore:
             tokens_in=tin or 0,
             tokens_out=tout or 0,
             latency_s=lat or 0.0,
-            extra=json.loads(extra) if extra else {},
+            extra=extra or {},
         )
         return StoredCall(key, result, json.loads(parsed) if parsed else None)
 
@@ -205,27 +220,31 @@ class CallStore:
                  ) -> None:
         """Record finished calls (key, backend, identity, request, result, parsed) in one
         transaction; committed before this returns."""
-        rows = []
-        now = _now()  # one transaction, one time
-        for key, backend, identity, request, result, parsed in calls:
-            req = request.key_fields()
-            if self.redact_passages:
-                req["messages"] = [[role, "[redacted]"] for role, _ in req["messages"]]
-            rows.append((
-                key, backend, str(identity.get("model", "")), canonical_json(identity), canonical_json(req),
-                result.text, canonical_json(parsed) if parsed is not None else None,
-                canonical_json(result.probs) if result.probs is not None else None,
-                result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, now,
-                canonical_json(result.extra) if result.extra else None,
-            ))
-        self._insert_many("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        self.new_calls += len(rows)
+        now = unix_now()  # one transaction, one time
 
-    def _insert_many(self, statement: str, rows: list[tuple]) -> None:
-        """All rows in one transaction, committed before this returns."""
+        def rows() -> list[tuple]:
+            out = []
+            for key, backend, identity, request, result, parsed in calls:
+                req = request.key_fields()
+                if self.redact_passages:
+                    req["messages"] = [[role, "[redacted]"] for role, _ in req["messages"]]
+                out.append(self._texts.encode_call(
+                    key, backend, identity, req, result.text,
+                    canonical_json(parsed) if parsed is not None else None,
+                    canonical_json(result.probs) if result.probs is not None else None,
+                    result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, now,
+                    canonical_json(result.extra) if result.extra else None))
+            return out
+
+        self.new_calls += self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    def _write(self, statement: str, make_rows: Callable[[], list[tuple]]) -> int:
+        """Rows made and written in one transaction (their texts too), committed before this
+        returns; how many."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                rows = make_rows()
                 self._db.executemany(statement, rows)
             except sqlite3.OperationalError as exc:  # disk full, read-only: say which file
                 self.rollback()
@@ -234,58 +253,82 @@ class CallStore:
                 self.rollback()
                 raise
             self._db.execute("COMMIT")
+        return len(rows)
 
     def count_calls(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
     def iter_calls(self) -> Iterator[dict[str, Any]]:
-        with self._lock:
-            rows = self._db.execute("SELECT * FROM calls ORDER BY created_at, key").fetchall()
-            names = [d[0] for d in self._db.execute("SELECT * FROM calls LIMIT 0").description]
-        for row in rows:
-            rec = dict(zip(names, row))
-            for field in ("model_identity", "request", "parsed", "probs", "extra"):
-                if rec[field]:
-                    rec[field] = json.loads(rec[field])
-            yield rec
+        """Every call as schema 4 showed it (request with its messages, identity, ISO times),
+        in the order they were stored; read in chunks, so memory stays bounded."""
+        last: tuple = ()
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT key, backend, identity, settings, dict, messages, raw_output, parsed, probs, choice_mass, "
+                    "tokens_in, tokens_out, latency_s, created_at, extra, extra_dict FROM calls "
+                    + ("WHERE (created_at, key) > (?, ?) " if last else "") + "ORDER BY created_at, key LIMIT 1000",
+                    last).fetchall()
+                records = []
+                for (key, backend, ident, settings, dictionary, blob, raw, parsed, probs, mass, tin, tout, lat,
+                     created, extra, extra_dict) in rows:
+                    identity = json.loads(self._texts.get(ident))
+                    records.append({
+                        "key": key, "backend": backend, "model": str(identity.get("model", "")),
+                        "model_identity": identity, "request": self._texts.decode_request(settings, dictionary, blob),
+                        "raw_output": raw, "parsed": json.loads(parsed) if parsed else None,
+                        "probs": json.loads(probs) if probs else None, "choice_mass": mass, "tokens_in": tin,
+                        "tokens_out": tout, "latency_s": lat, "created_at": iso(created),
+                        "extra": self._texts.decode_extra(extra, extra_dict)})
+            if not rows:
+                return
+            yield from records
+            last = (rows[-1][13], rows[-1][0])
 
     def call_stats(self) -> dict[str, dict[str, float]]:
         """Per model: calls, tokens and seconds, for cost and time reports."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT backend || ':' || model, COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(latency_s) "
-                "FROM calls GROUP BY 1 ORDER BY 1"
-            ).fetchall()
-        return {
-            name: {"calls": n, "tokens_in": tin or 0, "tokens_out": tout or 0, "seconds": lat or 0.0}
-            for name, n, tin, tout, lat in rows
-        }
+                "SELECT backend, identity, COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(latency_s) "
+                "FROM calls GROUP BY 1, 2").fetchall()
+            named = [(f"{backend}:{json.loads(self._texts.get(ident)).get('model', '')}", n, tin, tout, lat)
+                     for backend, ident, n, tin, tout, lat in rows]
+        stats: dict[str, dict[str, float]] = {}
+        for name, n, tin, tout, lat in sorted(named):
+            row = stats.setdefault(name, {"calls": 0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.0})
+            row["calls"] += n
+            row["tokens_in"] += tin or 0
+            row["tokens_out"] += tout or 0
+            row["seconds"] += lat or 0.0
+        return stats
 
     # -- judgments ---------------------------------------------------------------------
     def put_judgments(self, judge_id: str, records: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
         """Record a judge's judgments in one transaction (they are derived from stored calls, so
         a crash before the commit loses nothing a re-run cannot rebuild without a call)."""
-        now = _now()
-        rows = [(judge_id, qid, docid, record.get("label"),
-                 canonical_json(record["probs"]) if record.get("probs") is not None else None,
-                 record.get("expected"), record.get("invalid_reason"), canonical_json(record), now)
-                for qid, docid, record in records]
-        self._insert_many("INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)", rows)
+        now = unix_now()
+        self._write("INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)",
+                    lambda: [self._texts.encode_judgment(judge_id, qid, docid, record, now)
+                             for qid, docid, record in records])
 
     def judgments(self, judge_id: str | None = None) -> list[dict[str, Any]]:
-        query = "SELECT judge_id, qid, docid, details FROM judgments"
+        query = "SELECT judge, qid, docid, label, probs, expected, invalid_reason, details FROM judgments"
         args: tuple = ()
         if judge_id is not None:
-            query += " WHERE judge_id = ?"
-            args = (judge_id,)
+            query += " WHERE judge = ?"
+            args = (text_id(judge_id),)
         with self._lock:
-            rows = self._db.execute(query + " ORDER BY judge_id, qid, docid", args).fetchall()
-        return [{"judge_id": j, "qid": q, "docid": d, **json.loads(det)} for j, q, d, det in rows]
+            rows = self._db.execute(query, args).fetchall()
+            out = [{"judge_id": self._texts.get(j), "qid": q, "docid": d,
+                    **self._texts.decode_judgment(label, probs, expected, reason, details)}
+                   for j, q, d, label, probs, expected, reason, details in rows]
+        out.sort(key=lambda r: (r["judge_id"], r["qid"], r["docid"]))
+        return out
 
     def judge_ids(self) -> list[str]:
         with self._lock:
-            return [r[0] for r in self._db.execute("SELECT DISTINCT judge_id FROM judgments ORDER BY 1")]
+            return sorted(self._texts.get(r[0]) for r in self._db.execute("SELECT DISTINCT judge FROM judgments"))
 
     # -- file hashes (model identity of local files, cached by size and mtime) ----------
     def file_sha256(self, path: str | Path) -> str:

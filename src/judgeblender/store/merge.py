@@ -32,9 +32,12 @@ from .migrations import MIGRATIONS
 
 # per table: its key columns, and the columns two copies of one key must agree on (None: any
 # difference is counted, the first input's copy is kept, nothing is refused)
+# (`texts` and `shapes` are keyed by their content's hash, so one text has one id in every store.)
 TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
+    "texts": (("id",), None),
+    "shapes": (("shape",), None),
     "calls": (("key",), ("raw_output", "parsed", "probs", "choice_mass")),
-    "judgments": (("judge_id", "qid", "docid"), ("label", "probs", "expected", "invalid_reason")),
+    "judgments": (("judge", "qid", "docid"), ("label", "probs", "expected", "invalid_reason")),
     "vectors": (("model", "text_sha256"), None),
     "file_hashes": (("path", "size", "mtime_ns"), None),
 }
@@ -192,6 +195,9 @@ def _merge_one(db: sqlite3.Connection, path: Path, report: MergeReport) -> None:
                         for row in db.execute(f"SELECT {cols} FROM src.{table} s JOIN main.{table} m ON {join} "
                                               f"WHERE {differ} LIMIT {room}"):
                             k, kept, other = row[:len(keys)], row[len(keys):len(keys) + len(agree)], row[len(keys) + len(agree):]
+                            if table == "judgments":  # the judge's id, not its text's hash
+                                k = (db.execute("SELECT text FROM main.texts WHERE id = ?", (k[0],)).fetchone()[0],
+                                     *k[1:])
                             report.conflicts.append(Conflict(table, k, path, dict(zip(agree, kept)),
                                                              dict(zip(agree, other))))
                 names = ", ".join(columns)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from ..calls import canonical_json
 from ..hashing import sha256_text
+from .compact import compact_schema
 
 
 def _key(identity: dict, request: dict) -> str:
@@ -96,4 +97,7 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     """,
     # 4: served models keyed without their endpoint URL.
     rekey_served_calls,
+    # 5: each repeated text once, messages compressed against their shape's first call (compact.py).
+    compact_schema,
 ]
+COMPACT_VERSION = 5

@@ -1,0 +1,296 @@
+"""How a call and a judgment are laid out in the store (schema 5): each repeated text once.
+
+A judging run asks one model, with one prompt and one set of decoding settings, about many
+pairs, so nearly every byte of a call's request repeats the call before it: the model's
+identity, the settings and the prompt template around the query and the passage. Schema 4
+stored all of it with every call, 2.7-4.4 KB per call on 60-word passages (docs/scale-out.md).
+Here:
+
+- identities, settings and judge ids are stored once each in `texts`, under an id derived from
+  their content (the first 8 bytes of their sha256), so two stores give one text one id and
+  `store merge` copies rows as they are;
+- the messages are zlib-compressed against a dictionary: the messages of the first call of the
+  same shape (same settings and roles, same first characters of each message). What a call adds
+  to the dictionary is, nearly always, its query and passage, so that is about all it costs.
+  The dictionary is itself a text in `texts`, so every row decompresses with what the store holds,
+  and `store export` gives back the exact prompt;
+- a served answer's metadata (`extra`: finish reason, served model, fingerprint, top tokens) is
+  compressed the same way against the model's first one;
+- a judgment's details (its steps, raw answers and cuts) are zlib-compressed against a fixed
+  dictionary of the record's key names; label, probabilities, expected value and invalid reason
+  stay columns, for SQL and for `store merge`'s conflict checks;
+- times are Unix seconds (REAL), shown as ISO 8601 in exports.
+
+Blobs start with a format byte, so a later layout can be added without reading old ones wrong.
+Nothing here is lossy: `decode_*` gives back what `encode_*` was given (tests check this on
+every kind of call the engine makes).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from datetime import datetime, timezone
+from typing import Any
+
+from ..calls import canonical_json
+from ..hashing import sha256_text
+
+# blob format bytes
+_RAW = b"\x00"  # zlib, no dictionary
+_SHAPED = b"\x01"  # zlib against the row's shape dictionary (messages)
+_DETAILS_V1 = b"\x02"  # zlib against DETAILS_DICT_V1 (judgment details)
+_DETAILS_V2 = b"\x03"  # zlib against DETAILS_DICT_V1 + the row's own probabilities (their steps repeat them)
+
+# The names a judgment record (judges.judgment.Judgment.record) is made of, most common last
+# (zlib finds the end of a dictionary cheapest). Never change this text: stored details were
+# compressed against it. A new dictionary needs a new format byte.
+DETAILS_DICT_V1 = (
+    '"workers":{"node":"","pid":}"min_choice_mass":0.01"reasoning":null"reason":null"score":null'
+    '"stopped_at":null"truncated":null"fallback":null"invalid_reason":null"expected":"label":'
+    '"probs":{"0":"1":"2":"3":}"raw_output":"##final score: "'
+    '"steps":[{"attempt":0,"invalid_reason":null,"key":"probs":{"0":"1":"2":"3":},"raw":"'
+    '","reason":null,"step":"final","value":}]'
+).encode()
+
+MAX_SHAPES_PER_SETTINGS = 64  # more prompt shapes than this under one setting share its first dictionary
+_SHAPE_CHARS = 32
+
+
+def text_id(text: str) -> int:
+    """The id of a text in `texts`: its sha256's first 8 bytes as a signed 64-bit integer."""
+    return int.from_bytes(bytes.fromhex(sha256_text(text)[:16]), "big", signed=True)
+
+
+def unix_now() -> float:
+    return datetime.now(timezone.utc).timestamp()
+
+
+def iso(seconds: float | str | None) -> str | None:
+    """Unix seconds as the ISO 8601 text schema 4 stored (milliseconds, UTC)."""
+    if seconds is None or isinstance(seconds, str):
+        return seconds
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def unix(text: str | float | None) -> float | None:
+    if text is None or isinstance(text, (int, float)):
+        return text
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _deflate(data: bytes, zdict: bytes | None) -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 15, 9, zlib.Z_DEFAULT_STRATEGY, zdict) if zdict else \
+        zlib.compressobj(9)
+    return packer.compress(data) + packer.flush()
+
+
+def _inflate(data: bytes, zdict: bytes | None) -> bytes:
+    unpacker = zlib.decompressobj(15, zdict) if zdict else zlib.decompressobj()
+    return unpacker.decompress(data) + unpacker.flush()
+
+
+def pack_details(record: dict[str, Any], probs: str | None = None) -> bytes:
+    """A judgment's details, compressed; `probs` (the row's probs column) joins the dictionary."""
+    if probs:
+        return _DETAILS_V2 + _deflate(canonical_json(record).encode(), DETAILS_DICT_V1 + probs.encode())
+    return _DETAILS_V1 + _deflate(canonical_json(record).encode(), DETAILS_DICT_V1)
+
+
+def unpack_details(blob: bytes, probs: str | None = None) -> dict[str, Any]:
+    fmt, body = blob[:1], blob[1:]
+    if fmt == _DETAILS_V2:
+        return json.loads(_inflate(body, DETAILS_DICT_V1 + (probs or "").encode()))
+    if fmt == _DETAILS_V1:
+        return json.loads(_inflate(body, DETAILS_DICT_V1))
+    if fmt == _RAW:
+        return json.loads(_inflate(body, None))
+    raise ValueError(f"unknown details format byte {fmt!r}")
+
+
+JUDGMENT_COLUMNS = ("label", "probs", "expected", "invalid_reason")
+
+
+class Texts:
+    """The `texts` table and the shape dictionaries, with what this connection has seen cached."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+        self._known: set[int] = set()
+        self._values: dict[int, str] = {}
+        self._shapes: dict[int, int] = {}
+        self._shapes_per_settings: dict[int, int] = {}
+        self._first_dict: dict[int, int] = {}
+
+    def put(self, text: str) -> int:
+        tid = text_id(text)
+        if tid not in self._known:
+            self.db.execute("INSERT OR IGNORE INTO texts VALUES (?, ?)", (tid, text))
+            self._known.add(tid)
+            self._values[tid] = text
+        return tid
+
+    def get(self, tid: int) -> str:
+        text = self._values.get(tid)
+        if text is None:
+            row = self.db.execute("SELECT text FROM texts WHERE id = ?", (tid,)).fetchone()
+            if row is None:
+                raise sqlite3.DatabaseError(f"the store has no text {tid} (a damaged or partly copied store)")
+            text = self._values[tid] = row[0]
+            self._known.add(tid)
+        return text
+
+    def _dictionary(self, group: int, shape_text: str, sample: str) -> int:
+        """The dictionary of a shape (`shape_text` hashed) within `group` (a settings or identity
+        id): the first `sample` of that shape, stored as a text; past MAX_SHAPES_PER_SETTINGS
+        shapes in one group, the group's first dictionary."""
+        shape = text_id(f"{group}|{shape_text}")
+        found = self._shapes.get(shape)
+        if found is not None:
+            return found
+        row = self.db.execute("SELECT dict FROM shapes WHERE shape = ?", (shape,)).fetchone()
+        if row is None:
+            if group not in self._shapes_per_settings:
+                n, first = self.db.execute(
+                    "SELECT COUNT(*), MIN(dict) FROM shapes WHERE settings = ?", (group,)).fetchone()
+                self._shapes_per_settings[group] = n
+                if first is not None:
+                    self._first_dict[group] = first
+            if self._shapes_per_settings[group] >= MAX_SHAPES_PER_SETTINGS:
+                return self._first_dict[group]
+            dictionary = self.put(sample)
+            self.db.execute("INSERT OR IGNORE INTO shapes VALUES (?, ?, ?)", (shape, group, dictionary))
+            self._shapes_per_settings[group] += 1
+            self._first_dict.setdefault(group, dictionary)
+            row = (dictionary,)
+        self._shapes[shape] = row[0]
+        return row[0]
+
+    def _pack(self, text: str, dictionary: int) -> bytes:
+        return _SHAPED + _deflate(text.encode(), self.get(dictionary).encode())
+
+    def _unpack(self, blob: bytes, dictionary: int | None) -> str:
+        fmt, body = blob[:1], blob[1:]
+        if fmt == _SHAPED:
+            return _inflate(body, self.get(dictionary).encode()).decode()  # type: ignore[arg-type]
+        if fmt == _RAW:
+            return _inflate(body, None).decode()
+        raise ValueError(f"unknown blob format byte {fmt!r}")
+
+    # -- calls -------------------------------------------------------------------------------------
+    def encode_call(self, key: str, backend: str, identity: dict[str, Any], request: dict[str, Any],
+                    raw_output: str, parsed: str | None, probs: str | None, choice_mass: float | None,
+                    tokens_in: int | None, tokens_out: int | None, latency_s: float | None,
+                    created_at: float, extra: str | None) -> tuple:
+        """One `calls` row. `request` is CallRequest.key_fields() (messages possibly redacted)."""
+        messages = request["messages"]
+        settings = self.put(canonical_json({k: v for k, v in request.items() if k != "messages"}))
+        identity_id = self.put(canonical_json(identity))
+        messages_json = canonical_json(messages)
+        shape = ",".join(role for role, _ in messages) + "|" + "|".join(c[:_SHAPE_CHARS] for _, c in messages)
+        dictionary = self._dictionary(settings, shape, messages_json)
+        extra_blob = extra_dict = None
+        if extra is not None:  # a served answer's metadata repeats but for its response id
+            extra_dict = self._dictionary(identity_id, "extra", extra)
+            extra_blob = self._pack(extra, extra_dict)
+        return (key, backend, identity_id, settings, dictionary, self._pack(messages_json, dictionary), raw_output,
+                parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, created_at, extra_blob, extra_dict)
+
+    def decode_request(self, settings: int, dictionary: int | None, blob: bytes) -> dict[str, Any]:
+        return {"messages": json.loads(self._unpack(blob, dictionary)), **json.loads(self.get(settings))}
+
+    def decode_extra(self, blob: bytes | None, dictionary: int | None) -> dict[str, Any] | None:
+        return None if blob is None else json.loads(self._unpack(blob, dictionary))
+
+    # -- judgments ---------------------------------------------------------------------------------
+    def encode_judgment(self, judge_id: str, qid: str, docid: str, record: dict[str, Any], updated_at: float) -> tuple:
+        rest = {k: v for k, v in record.items() if k not in JUDGMENT_COLUMNS}
+        probs = record.get("probs")
+        probs_json = canonical_json(probs) if probs is not None else None
+        return (self.put(judge_id), qid, docid, record.get("label"), probs_json, record.get("expected"),
+                record.get("invalid_reason"), pack_details(rest, probs_json), updated_at)
+
+    def decode_judgment(self, label: int | None, probs: str | None, expected: float | None,
+                        invalid_reason: str | None, details: bytes) -> dict[str, Any]:
+        record = unpack_details(details, probs)
+        record.update(label=label, probs=json.loads(probs) if probs else None, expected=expected,
+                      invalid_reason=invalid_reason)
+        return dict(sorted(record.items()))
+
+
+SCHEMA_5 = """
+CREATE TABLE texts (
+    id INTEGER PRIMARY KEY,
+    text TEXT NOT NULL
+);
+CREATE TABLE shapes (
+    shape INTEGER PRIMARY KEY,
+    settings INTEGER NOT NULL,
+    dict INTEGER NOT NULL
+);
+CREATE INDEX shapes_by_settings ON shapes (settings);
+CREATE TABLE calls5 (
+    key TEXT PRIMARY KEY,
+    backend TEXT NOT NULL,
+    identity INTEGER NOT NULL,
+    settings INTEGER NOT NULL,
+    dict INTEGER,
+    messages BLOB NOT NULL,
+    raw_output TEXT NOT NULL,
+    parsed TEXT,
+    probs TEXT,
+    choice_mass REAL,
+    tokens_in INTEGER,
+    tokens_out INTEGER,
+    latency_s REAL,
+    created_at REAL NOT NULL,
+    extra BLOB,
+    extra_dict INTEGER
+) WITHOUT ROWID;
+CREATE TABLE judgments5 (
+    judge INTEGER NOT NULL,
+    qid TEXT NOT NULL,
+    docid TEXT NOT NULL,
+    label INTEGER,
+    probs TEXT,
+    expected REAL,
+    invalid_reason TEXT,
+    details BLOB NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (judge, qid, docid)
+) WITHOUT ROWID
+"""
+
+CHUNK = 2000
+
+
+def compact_schema(db: sqlite3.Connection) -> None:
+    """Migration 5: schema 4's calls and judgments rewritten in the compact layout, in the
+    migration's one transaction (a killed migration leaves schema 4 as it was, and the next
+    open starts it again). Every row is carried over; what it decodes to is what schema 4 held."""
+    for statement in filter(str.strip, SCHEMA_5.split(";")):
+        db.execute(statement)
+    texts = Texts(db)
+    last = None
+    while True:  # chunks in key order, so memory stays bounded on a large store
+        rows = db.execute(
+            "SELECT key, backend, model_identity, request, raw_output, parsed, probs, choice_mass, tokens_in, "
+            "tokens_out, latency_s, created_at, extra FROM calls " + ("WHERE key > ? " if last else "")
+            + f"ORDER BY key LIMIT {CHUNK}", (last,) if last else ()).fetchall()
+        if not rows:
+            break
+        db.executemany("INSERT INTO calls5 VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+            texts.encode_call(key, backend, json.loads(ident), json.loads(req), raw, parsed, probs, mass, tin, tout,
+                              lat, unix(created), extra)
+            for key, backend, ident, req, raw, parsed, probs, mass, tin, tout, lat, created, extra in rows])
+        last = rows[-1][0]
+    rows = db.execute("SELECT judge_id, qid, docid, details, updated_at FROM judgments")
+    while batch := rows.fetchmany(CHUNK):
+        db.executemany("INSERT INTO judgments5 VALUES (?,?,?,?,?,?,?,?,?)", [
+            texts.encode_judgment(judge_id, qid, docid, json.loads(details), unix(updated))
+            for judge_id, qid, docid, details, updated in batch])
+    db.execute("DROP TABLE calls")
+    db.execute("DROP TABLE judgments")
+    db.execute("ALTER TABLE calls5 RENAME TO calls")
+    db.execute("ALTER TABLE judgments5 RENAME TO judgments")
