@@ -149,8 +149,8 @@ def memory_case(spec: dict[str, Any]) -> dict[str, Any]:
 
 def commit_case(spec: dict[str, Any]) -> dict[str, Any]:
     """Answers per second one driver commits: one transaction per answer, and per group of 16."""
-    from judgeblender.calls import CallRequest, CallResult, Message
-    from judgeblender.store import CallStore, call_key
+    from judgeblender.calls import CallRequest, CallResult, Message, call_key
+    from judgeblender.store import CallStore
 
     identity = {"backend": "openai", "model": "m", "endpoint": "http://x"}
     out = {}
