@@ -222,13 +222,13 @@ def loglog_svg(series: dict[str, list[tuple[float, float]]], title: str, x_label
     out.append(_text(left + w / 2, top + h + 36, x_label, anchor="middle"))
     cx, cy = 16, top + h / 2
     out.append(f'<text x="{cx}" y="{cy}" text-anchor="middle" transform="rotate(-90 {cx} {cy})">{y_label}</text>')
-    return _document(left + w + 230, top + h + 50, "".join(out))
+    return _document(left + w + 290, top + h + 50, "".join(out))
 
 
 def memory_plot(rows: list[dict[str, Any]]) -> str:
     series = {
         "driver peak RSS": [(r["pairs"], r["peak_rss_mb"]) for r in rows],
-        "peak less inputs": [(r["pairs"], r["peak_rss_mb"] - r["inputs_mb"]) for r in rows],
+        "run's own (peak less RSS before it)": [(r["pairs"], r["peak_rss_mb"] - r["rss_before_run_mb"]) for r in rows],
         "inputs (queries, corpus, pairs)": [(r["pairs"], r["inputs_mb"]) for r in rows],
         "corpus dict alone": [(r["pairs"], r["corpus_dict_mb"]) for r in rows],
         "de-dup + items": [(r["pairs"], r["dedup_and_items_mb"]) for r in rows],
