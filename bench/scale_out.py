@@ -72,13 +72,16 @@ class Server:
         self.proc.wait(30)
 
 
-def dataset(n: int):
+def dataset(n: int, passages: int = 1000):
+    """n distinct pairs, 10 per query, over `passages` 60-word passages (pass n for one passage per
+    pair, a corpus that grows with the job as a real one does: 13 and a power of ten are coprime)."""
     from judgeblender.pairs import Pair
 
     per_query = 10
     queries = {f"q{i}": f"question {i} about topic {i % 97}" for i in range(n // per_query + 1)}
-    corpus = {f"d{k}": f"passage {k}: " + " ".join(f"w{(k * 7 + j) % 1000}" for j in range(60)) for k in range(1000)}
-    pairs = [Pair(f"q{i // per_query}", f"d{(i * 13) % 1000}") for i in range(n)]
+    corpus = {f"d{k}": f"passage {k}: " + " ".join(f"w{(k * 7 + j) % 1000}" for j in range(60))
+              for k in range(passages)}
+    pairs = [Pair(f"q{i // per_query}", f"d{(i * 13) % passages}") for i in range(n)]
     return queries, corpus, pairs
 
 
@@ -146,8 +149,8 @@ def memory_case(spec: dict[str, Any]) -> dict[str, Any]:
 
 def commit_case(spec: dict[str, Any]) -> dict[str, Any]:
     """Answers per second one driver commits: one transaction per answer, and per group of 16."""
-    from judgeblender.calls import CallRequest, CallResult, Message
-    from judgeblender.store import CallStore, call_key
+    from judgeblender.calls import CallRequest, CallResult, Message, call_key
+    from judgeblender.store import CallStore
 
     identity = {"backend": "openai", "model": "m", "endpoint": "http://x"}
     out = {}
@@ -199,38 +202,56 @@ def server_case(spec: dict[str, Any]) -> dict[str, Any]:
 CASES = {"served": served_case, "memory": memory_case, "commit": commit_case, "server": server_case}
 
 
-def run_case(spec: dict[str, Any]) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "case", json.dumps(spec)], capture_output=True, text=True,
-                          timeout=1800)
+def run_case(spec: dict[str, Any], script: str = __file__) -> dict[str, Any]:
+    """One case in a fresh interpreter (`script case SPEC`), so its peak memory is its own."""
+    proc = subprocess.run([sys.executable, script, "case", json.dumps(spec)], capture_output=True, text=True,
+                          timeout=7200)
     if proc.returncode != 0:
         raise RuntimeError(f"{spec}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def start_ray():
+    """A local Ray runtime (2 CPUs, 256 MB object store, no dashboard) for the cases to join: (ray, address)."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    import ray
+
+    ray.init(address="local", num_cpus=2, object_store_memory=256 * 1024**2, include_dashboard=False,
+             _node_ip_address="127.0.0.1", log_to_driver=False)
+    return ray, ray.get_runtime_context().gcs_address
+
+
+def case_cli(out: Path) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """`SCRIPT case SPEC` (one case, run by run_case) and `SCRIPT all --out FILE`: (parser, all's parser)."""
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
-    case = sub.add_parser("case")
-    case.add_argument("spec")
+    sub.add_parser("case").add_argument("spec")
     full = sub.add_parser("all")
-    full.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "scale_out.json")
+    full.add_argument("--out", type=Path, default=out)
+    return ap, full
+
+
+def ran_case(args: argparse.Namespace, cases: dict[str, Any]) -> bool:
+    """For `case SPEC`: run it and print its result as the last JSON line (what run_case reads)."""
+    if args.cmd != "case":
+        return False
+    spec = json.loads(args.spec)
+    print(json.dumps(cases[spec["kind"]](spec)))
+    return True
+
+
+def main() -> None:
+    ap, full = case_cli(ROOT / "bench" / "results" / "scale_out.json")
     full.add_argument("--concurrency", type=int, default=16)
     full.add_argument("--pairs", type=int, default=640)
     full.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     full.add_argument("--ceiling-pairs", type=int, default=4000)
     full.add_argument("--memory-pairs", type=int, nargs="+", default=[10_000, 100_000])
     args = ap.parse_args()
-    if args.cmd == "case":
-        spec = json.loads(args.spec)
-        print(json.dumps(CASES[spec["kind"]](spec)))
+    if ran_case(args, CASES):
         return
 
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    import ray
-
-    ray.init(address="local", num_cpus=2, object_store_memory=256 * 1024**2, include_dashboard=False,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
-    address = ray.get_runtime_context().gcs_address
+    ray, address = start_ray()
     res: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                        "ray": ray.__version__, "load_before": os.getloadavg()},
                            "delay_s": DELAY_S, "concurrency": args.concurrency, "pairs": args.pairs, "served": []}
