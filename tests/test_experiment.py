@@ -219,7 +219,7 @@ def test_with_a_seed_and_its_design_the_table_carries_the_estimate_commands_ppi_
         (tmp_path / "runs" / f"{r.name}.run").write_bytes((DL19 / "runs" / f"{r.name}.run.gz").read_bytes())
     monkeypatch.setattr(sys, "argv", ["judgeblender", "estimate", "--llm", str(tmp_path / "llm.qrels"), "--human",
                                       str(tmp_path / "seed.qrels"), "--runs", str(tmp_path / "runs"),
-                                      "--confidence", "0.9", "--json"])
+                                      "--json"])  # both at the one default level (evaluate/intervals.py)
     with pytest.raises(SystemExit) as done:
         main()
     assert done.value.code in (0, None)
