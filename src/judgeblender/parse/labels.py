@@ -31,6 +31,7 @@ result with the reason. Nothing ever defaults to 0.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -38,28 +39,30 @@ from dataclasses import dataclass
 NUM = r"(-?\d+(?:\.\d+)?)"
 _DASH = r"(?:-|–|—|‐|−|~|to|through)"
 _RANGE = r"(\d+)\s*" + _DASH + r"\s*(\d+)"
-# between a key and its value: markdown, quotes, an optional "is"/"of", a colon or equals sign
+# Between a key and its value: markdown or quotes, an optional note in parentheses ("Final
+# score (O): 3", "Score (0-3): 2"), "is"/"of", a colon or equals sign. Each run of marks
+# follows a token it needs, so no two runs compete for the same characters (no backtracking
+# blow-up on long runs of spaces).
 _MARKS = r"[\s*_`\"']*"
-_SEP = _MARKS + r"(?:(?:is|of|was)\b)?" + _MARKS + r"[:=]?" + _MARKS + r"\[?"
-_NOTE = r"(?:\s*\([^()\n]{0,40}\))?"  # "Final score (O): 3", "Score (0-3): 2"
+_SEP = (_MARKS + r"(?:\([^()\n]{0,40}\)" + _MARKS + r")?(?:(?:is|of|was)\b" + _MARKS + r")?(?:[:=]" + _MARKS
+        + r")?\[?")
 
-_FINAL = re.compile(r"final[\s_-]*score" + _MARKS + _NOTE + _SEP + NUM, re.I)
-_OVERALL = re.compile(r"(?<![a-z0-9])o\s*[:=]\s*\**\s*" + NUM, re.I)
-_KEYED = re.compile(
-    r"(?:relevance\s+)?(?:score|relevance|category|label|grade|answer|rating)" + _MARKS + _NOTE + _SEP + NUM,
-    re.I,
-)
+_FINAL = re.compile(r"final[\s_-]*score" + _SEP + NUM, re.I)
+_OVERALL = re.compile(r"(?<![a-z0-9])o\s*[:=][\s*]*" + NUM, re.I)
+_KEYED = re.compile(r"(?:relevance\s+)?(?:score|relevance|category|label|grade|answer|rating)" + _SEP + NUM, re.I)
 _OUT_OF = re.compile(NUM + r"\s*(?:out\s+of|/)\s*\d+", re.I)
 _LINE_ONLY = re.compile(r"^[\s#*`\"'\[\(]*" + NUM + r"[\s*`\"'\]\).]*$")
 _LINE_NUMBERED = re.compile(r"^[\s#*]*\d+\s*[:.)]\s*" + NUM + r"[\s*.]*$")
 # Scale descriptions that mention every level and must not be read as the answer.
 _SCALE_TEXT = [
     re.compile(r"\d+\s*(?:-|–|—|to|through)\s*\d+", re.I),
-    re.compile(r"(?:\d+\s*,\s*)+\d+\s*,?\s*(?:or|and)\s*\d+", re.I),
-    re.compile(r"(?m)^\s*[\"']?\d+[\"']?\s*(?:=|:)\s*[a-z].*$", re.I),
+    re.compile(r"(?m)^[ \t]*[\"']?\d+[\"']?[ \t]*(?:=|:)[ \t]*[a-z].*$", re.I),
     re.compile(r"[\"']\d+[\"']\s+represents?", re.I),
     re.compile(r"(?:out\s+of|/)\s*\d+", re.I),  # "out of 3": the scale's top, not an answer
 ]
+# "0, 1, 2 or 3": a run of comma-separated numbers (found in one linear pass) that ends in "or/and N"
+_NUMBER_LIST = re.compile(r"\d+(?:\s*,\s*\d+)+")
+_LIST_END = re.compile(r"\s*,?\s*(?:or|and)\s*\d+", re.I)
 _LONE = re.compile(r"(?<![\w.])" + NUM + r"(?![\w.]|\.\d)")
 
 # What follows the number itself (after closing markdown or quotes).
@@ -69,17 +72,17 @@ _SPAN = re.compile(r"\s*(?:-|–|—|‐|−|~|to\b|through\b|or\b|and\b)\s*[*_`
 _FRACTION = re.compile(r"\)?\s*\(?\s*(?:points?\s+)?(?:/|out\s+of\b)\s*(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?"
                        r"(\d+)", re.I)
 _PERCENT = re.compile(r"\s*(?:%|percent\b)", re.I)
-# A scale named in the number's clause: (kind, pattern); kinds: a range lo-hi, a top N, N levels.
+# A scale named near the number: (kind, pattern); kinds: a range lo-hi, a top N, N levels.
 _MENTIONS = [
-    ("range", re.compile(r"scale\s*(?:of|from)?[\s\"':=(\[]*" + _RANGE, re.I)),
-    ("range", re.compile(_RANGE + r"[\s)\]\"']*(?:-?\s*point\s+)?(?:scale|range)\b", re.I)),
+    ("range", re.compile(r"scale(?:\s+(?:of|from))?[\s\"':=(\[]*" + _RANGE, re.I)),
+    ("range", re.compile(_RANGE + r"[\s)\]\"']*(?:-?point\s+)?(?:scale|range)\b", re.I)),
     ("range", re.compile(r"\(\s*" + _RANGE + r"\s*\)", re.I)),
-    ("levels", re.compile(r"(\d+)\s*-?\s*point\s+(?:scale|rating)", re.I)),
+    ("levels", re.compile(r"(\d+)[\s-]*point\s+(?:scale|rating)", re.I)),
     ("top", re.compile(r"scale\s+of\s+(\d+)\b(?!\s*" + _DASH + r"\s*\d)", re.I)),
     ("top", re.compile(r"out\s+of\s+(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?(\d+)", re.I)),
 ]
 _BOUNDARY = re.compile(r"\n|[.;!?](?=\s)")
-_WINDOW = 160  # characters looked at on each side of the number for its clause
+_WINDOW = 160  # at most this many characters on each side of the number belong to its clause
 
 
 @dataclass(frozen=True)
@@ -102,34 +105,44 @@ def _level(raw: str, scale: tuple[int, ...]) -> int | None:
     return int(value) if value == int(value) and int(value) in scale else None
 
 
-def _clause(text: str, start: int, end: int) -> str:
-    """The number's clause: from the last sentence end or line break before it to the next."""
-    left = text[max(0, start - _WINDOW):start]
-    right = text[end:end + _WINDOW]
-    cuts = [m.end() for m in _BOUNDARY.finditer(left)]
-    if cuts:
-        left = left[cuts[-1]:]
-    stop = _BOUNDARY.search(right)
-    if stop:
-        right = right[:stop.start()]
-    return left + text[start:end] + right
+class _Context:
+    """What the checks need to know about the whole text, found once in linear passes: where
+    its clauses end, and every scale it names (start, end, the step's own?, as written)."""
+
+    def __init__(self, text: str, scale: tuple[int, ...]):
+        self.text, self.scale = text, scale
+        self.ends = [m.end() for m in _BOUNDARY.finditer(text)]  # a clause starts here
+        self.stops = [m.start() for m in _BOUNDARY.finditer(text)]  # a clause ends here
+        mentions = []
+        for kind, pattern in _MENTIONS:
+            for m in pattern.finditer(text):
+                numbers = [int(g) for g in m.groups()]
+                same = (numbers == [min(scale), max(scale)] if kind == "range" else
+                        numbers[0] == max(scale) if kind == "top" else numbers[0] == len(scale))
+                if not same:
+                    mentions.append((m.start(), m.end(), m.group(0).strip()))
+        mentions.sort()
+        self.other_starts = [m[0] for m in mentions]
+        self.other = mentions
+
+    def other_scale(self, start: int, end: int) -> str | None:
+        """Another scale named in the clause of text[start:end] (its line, up to a sentence end,
+        at most _WINDOW characters each side), as written; else None."""
+        i = bisect.bisect_right(self.ends, start)
+        lo = max(self.ends[i - 1] if i else 0, start - _WINDOW)
+        j = bisect.bisect_left(self.stops, end)
+        hi = min(self.stops[j] if j < len(self.stops) else len(self.text), end + _WINDOW)
+        k = bisect.bisect_left(self.other_starts, lo)
+        while k < len(self.other) and self.other[k][0] < hi:
+            if self.other[k][1] <= hi:
+                return self.other[k][2]
+            k += 1
+        return None
 
 
-def _other_scale(clause: str, scale: tuple[int, ...]) -> str | None:
-    """The first scale named in the clause that is not the step's, as written; else None."""
-    for kind, pattern in _MENTIONS:
-        for m in pattern.finditer(clause):
-            numbers = [int(g) for g in m.groups()]
-            same = {"range": lambda: numbers == [min(scale), max(scale)],
-                    "top": lambda: numbers[0] == max(scale),
-                    "levels": lambda: numbers[0] == len(scale)}[kind]()
-            if not same:
-                return m.group(0).strip()
-    return None
-
-
-def _off_scale(text: str, start: int, end: int, scale: tuple[int, ...]) -> str | None:
-    """Why the number text[start:end] is not one integer of the step's scale, or None."""
+def _off_scale(ctx: _Context, start: int, end: int) -> str | None:
+    """Why the number ctx.text[start:end] is not one integer of the step's scale, or None."""
+    text, scale = ctx.text, ctx.scale
     after = text[end:end + _WINDOW]
     after = after[_CLOSING.match(after).end():]
     number = text[start:end]
@@ -137,28 +150,29 @@ def _off_scale(text: str, start: int, end: int, scale: tuple[int, ...]) -> str |
         return f"{number}{after[:2]} has a decimal comma, not one label"
     if start >= 2 and _DECIMAL_COMMA.match(text[start - 1:start + 1]) and text[start - 2].isdigit():
         return f"{text[start - 2:start]}{number} has a decimal comma, not one label"
-    if _SPAN.match(after):
-        return f"{number}{_SPAN.match(after).group(0)} is a range or a choice, not one label"
+    span = _SPAN.match(after)
+    if span:
+        return f"{number}{span.group(0)} is a range or a choice, not one label"
     if _PERCENT.match(after):
         return f"{number}% is a percentage, not a label on the scale {_scale_text(scale)}"
     fraction = _FRACTION.match(after)
     if fraction and int(fraction.group(1)) != max(scale):
         return f"{number} out of {int(fraction.group(1))} is not on the scale {_scale_text(scale)}"
-    other = _other_scale(_clause(text, start, end), scale)
+    other = ctx.other_scale(start, end)
     if other is not None:
         return f"{number} is stated on another scale ({other!r}), not the scale {_scale_text(scale)}"
     return None
 
 
-def _read(text: str, start: int, end: int, scale: tuple[int, ...], rule: str) -> ParseResult:
-    raw = text[start:end]
+def _read(ctx: _Context, start: int, end: int, rule: str) -> ParseResult:
+    raw, scale = ctx.text[start:end], ctx.scale
     try:
         value = float(raw)
     except ValueError:
         return ParseResult(None, f"{rule}: not a number ({raw!r})", rule)
     if value != int(value) or int(value) not in scale:
         return ParseResult(None, f"{rule}: {raw} is not a label in {list(scale)}", rule)
-    reason = _off_scale(text, start, end, scale)
+    reason = _off_scale(ctx, start, end)
     if reason is not None:
         return ParseResult(None, f"{rule}: {reason}", rule)
     return ParseResult(int(value), None, rule)
@@ -179,25 +193,33 @@ def parse_grade(text: str | None, scale: Iterable[int] = (0, 1, 2, 3)) -> ParseR
     for rule, pattern in (("final score", _FINAL), ("O:", _OVERALL), ("keyed answer", _KEYED), ("out of", _OUT_OF)):
         m = _last(pattern, text)
         if m is not None:
-            return _read(text, m.start(1), m.end(1), scale, rule)
+            return _read(_Context(text, scale), m.start(1), m.end(1), rule)
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     last = lines[-1]
     for rule, pattern in (("last line", _LINE_ONLY), ("numbered last line", _LINE_NUMBERED)):
         m = pattern.match(last)
         if m:
-            return _read(last, m.start(1), m.end(1), scale, rule)
+            return _read(_Context(last, scale), m.start(1), m.end(1), rule)
     stripped = text  # blanked to the same length, so positions still point into `text`
     for pattern in _SCALE_TEXT:
         stripped = pattern.sub(lambda m: " " * len(m.group(0)), stripped)
+    pieces, at = [], 0
+    for m in _NUMBER_LIST.finditer(stripped):
+        end = _LIST_END.match(stripped, m.end())
+        if end:
+            pieces += [stripped[at:m.start()], " " * (end.end() - m.start())]
+            at = end.end()
+    stripped = "".join(pieces) + stripped[at:]
     found = [(m, _level(m.group(1), scale)) for m in _LONE.finditer(stripped)]
     in_scale = sorted({level for _, level in found if level is not None})
     if len(in_scale) > 1:
         return ParseResult(None, f"ambiguous: several labels mentioned ({', '.join(map(str, in_scale))})", None)
     if not in_scale:
         return ParseResult(None, "no label found", None)
+    ctx = _Context(text, scale)
     for m, level in found:
         if level is not None:
-            reason = _off_scale(text, m.start(1), m.end(1), scale)
+            reason = _off_scale(ctx, m.start(1), m.end(1))
             if reason is not None:
                 return ParseResult(None, f"lone number: {reason}", "lone number")
     return ParseResult(in_scale[0], None, "lone number")
