@@ -77,29 +77,40 @@ def load_base(base: str, tmp: Path) -> tuple[Any, Any]:
 # --------------------------------------------------------------------------------------------
 # which step asked: the request's prompt against the built-in templates
 # --------------------------------------------------------------------------------------------
-def _step_prefixes() -> list[tuple[str, PromptTemplate, Step]]:
+def _step_texts() -> list[tuple[list[str], PromptTemplate, Step]]:
+    """Each built-in step's user text, cut at its placeholders into the literal pieces."""
     found = []
     for template in list_templates():
         blanks = {name: "\0" for name in [*template.inputs, *(s.id for s in template.steps)]}
         for step in template.steps:
             _, user = template.render_step(step, blanks)
-            prefix = user.split("\0")[0]
-            if len(prefix) >= 20:
-                found.append((prefix, template, step))
-    return sorted(found, key=lambda f: -len(f[0]))  # the longest matching prefix decides
+            found.append(([piece for piece in user.split("\0") if piece.strip()], template, step))
+    return sorted(found, key=lambda f: -sum(map(len, f[0])))  # the most specific match decides
 
 
-PREFIXES: list[tuple[str, PromptTemplate, Step]] = []
+STEPS: list[tuple[list[str], PromptTemplate, Step]] = []
+
+
+def _matches(pieces: list[str], text: str) -> bool:
+    at = 0
+    for piece in pieces:
+        at = text.find(piece, at)
+        if at < 0:
+            return False
+        at += len(piece)
+    return True
 
 
 def _answer_for(source: str, text: str, request: dict[str, Any]) -> Answer:
-    if not PREFIXES:
-        PREFIXES.extend(_step_prefixes())
+    if not STEPS:
+        STEPS.extend(_step_texts())
     users = [m[1] for m in request.get("messages", []) if m and m[0] == "user"]
-    for prefix, template, step in PREFIXES:
-        if users and users[-1].startswith(prefix):
+    for pieces, template, step in STEPS:
+        if users and pieces and _matches(pieces, users[-1]):
             kind = {"label": "label", "yesno": "yesno", "json": "json"}.get(step.output, "text")
-            return Answer(source, text, kind, tuple(step.labels or template.scale), step, template)
+            file, _, key = source.partition(":")
+            return Answer(f"{file} {template.name}/{step.id}:{key}", text, kind, tuple(step.labels or template.scale),
+                          step, template)
     kind = "json" if request.get("json_schema") else "label"
     return Answer(source, text, kind)
 
@@ -321,13 +332,13 @@ def main() -> int:
     files_with_answers = sorted({a.source.split(":")[0] for a in stored})
     print(f"searched {len(searched)} files under {', '.join(SEARCHED + [str(p) for p in args.paths])}; "
           f"generate-mode answers found in: {', '.join(files_with_answers) or 'none'}")
-    print(f"{'source (parser)':48} {'answers':>8} {'same':>6} {'changed':>8}  detail")
+    print(f"{'source (parser)':56} {'answers':>8} {'same':>6} {'changed':>8}  detail")
     for group, c in sorted(counts.items()):
         detail = ", ".join(f"{k} {v}" for k, v in c.items()
                            if k not in ("answers", "same value", "changed") and v)
-        print(f"{group:48} {c['answers']:>8} {c['same value']:>6} {c['changed']:>8}  {detail}")
+        print(f"{group:56} {c['answers']:>8} {c['same value']:>6} {c['changed']:>8}  {detail}")
     total = sum((c for c in counts.values()), Counter())
-    print(f"{'all':48} {total['answers']:>8} {total['same value']:>6} {total['changed']:>8}")
+    print(f"{'all':56} {total['answers']:>8} {total['same value']:>6} {total['changed']:>8}")
     for ch in changes:
         excerpt = ch["text"] if len(ch["text"]) <= 160 else ch["text"][:80] + " ... " + ch["text"][-70:]
         print(f"\n{ch['source']} [{ch['kind']}, scale {ch['scale'][0]}-{ch['scale'][-1]}]: "

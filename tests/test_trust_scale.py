@@ -259,7 +259,7 @@ def answers(draw):
     return scale, stated, text
 
 
-@settings(max_examples=400)
+@settings(max_examples=150)
 @given(answers())
 def test_an_answer_built_from_a_stated_score_and_distractors_reads_as_that_score_or_invalid(case):
     scale, stated, text = case
@@ -268,7 +268,7 @@ def test_an_answer_built_from_a_stated_score_and_distractors_reads_as_that_score
     assert (result.label is None) == (result.invalid_reason is not None)
 
 
-@settings(max_examples=200)
+@settings(max_examples=80)
 @given(scales.flatmap(lambda scale: st.tuples(st.just(scale), st.lists(distractors(scale), min_size=1, max_size=4),
                                               st.sampled_from(["\n", ". ", " ", "; "]))))
 def test_distractors_alone_never_become_a_label(case):
@@ -279,7 +279,7 @@ def test_distractors_alone_never_become_a_label(case):
     assert result.invalid_reason
 
 
-@settings(max_examples=200)
+@settings(max_examples=80)
 @given(scales.flatmap(lambda scale: st.tuples(st.just(scale), st.sampled_from(scale), st.sampled_from(WRAPPERS),
                                               st.sampled_from(SCRIPTS))))
 def test_a_stated_score_alone_in_any_wrapper_and_script_reads_as_itself(case):
