@@ -76,8 +76,8 @@ _LONE = re.compile(r"(?<![\w.])" + NUM + r"(?![\w.]|\.\d)")
 _CLOSING = re.compile(r"[*_`\"'\]]*")
 _DECIMAL_COMMA = re.compile(r",\d")
 _SPAN = re.compile(r"\s*(?:-|–|—|‐|−|~|to\b|through\b|or\b|and\b)\s*[*_`\"']*-?\d", re.I)
-_FRACTION = re.compile(r"\)?\s*\(?\s*(?:points?\s+)?(?:/|out\s+of\b)\s*(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?"
-                       r"(\d+)", re.I)
+_FRACTION = re.compile(r"\)?\s*\(?\s*(?:points?\s+)?(?:/|out\s+of\b)\s*"
+                       r"(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?(\d+)", re.I)
 _PERCENT = re.compile(r"\s*(?:%|percent\b)", re.I)
 # A scale named near the number: (kind, pattern); kinds: a range lo-hi, a top N, N levels.
 _MENTIONS = [
