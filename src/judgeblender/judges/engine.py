@@ -22,8 +22,8 @@ from ..calls import CallRequest, CallResult, Message, call_key
 from ..errors import BackendError, CallDeferred, JudgeblenderError, MissingItemsError
 from ..pairs import Pair
 from ..parse import parse_grade, parse_yesno
-from ..parse.verdict import parse_verdict
-from ..prompts import Step
+from ..parse.verdict import parse_verdict, template_examples
+from ..prompts import PromptTemplate, Step
 from ..store import CallStore
 from .judge import Judge, JudgeSpec
 from .judgment import Judgment, StepOutcome
@@ -143,13 +143,25 @@ def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int) -> 
 CUT_ANSWERS = {"length": "cut at the token limit", "content_filter": "withheld by the content filter"}
 
 
+def step_examples(template: PromptTemplate, step: Step) -> list[dict[str, Any]]:
+    """The JSON objects the step's own prompt text shows (its example of a verdict), read from
+    the template with every input and earlier step left blank, never from an item's values."""
+    blanks = {name: "" for name in [*template.inputs, *(s.id for s in template.steps)]}
+    system, user = template.render_step(step, blanks)
+    return template_examples(system or "", user)
+
+
 def interpret(step: Step, scale: list[int], request: CallRequest, result: CallResult,
-              score_range: list[float] | None = None, min_choice_mass: float = 0.0) -> StepOutcome:
+              score_range: list[float] | None = None, min_choice_mass: float = 0.0,
+              examples: list[dict[str, Any]] | None = None) -> StepOutcome:
     """Read a step's answer: a label, a yes/no (1/0), a text, or invalid with the reason.
 
+    The answer is read on the step's own scale (its `labels`, else the template's `scale`);
+    a JSON verdict equal to one of the template's `examples` (`step_examples`) is not a verdict.
     Never a label from a non-answer: in logprobs mode the label tokens must hold at least
     `min_choice_mass` of the next-token probability; in generate mode an answer the server
     cut at the token limit or filtered (its finish_reason) is invalid, whatever it holds."""
+    levels = step.labels or scale
     if request.mode == "logprobs":
         if not result.probs or not result.choice_mass:
             return StepOutcome(step.id, result.text, None, "no probability on any answer token",
@@ -169,10 +181,10 @@ def interpret(step: Step, scale: list[int], request: CallRequest, result: CallRe
         return StepOutcome(step.id, result.text, text or None, None if text else "empty output")
     if step.output == "json":
         verdict = parse_verdict(result.text, step.json_schema or {}, step.score_field, step.reason_field,
-                                levels=scale, score_range=score_range)
+                                levels=levels, score_range=score_range, examples=examples or ())
         return StepOutcome(step.id, result.text, verdict.score, verdict.invalid_reason, reason=verdict.reason,
                            repaired=verdict.repaired or None)
-    parsed = parse_yesno(result.text) if step.output == "yesno" else parse_grade(result.text, step.labels or scale)
+    parsed = parse_yesno(result.text) if step.output == "yesno" else parse_grade(result.text, levels)
     return StepOutcome(step.id, result.text, parsed.label, parsed.invalid_reason)
 
 
@@ -196,9 +208,14 @@ async def _run_calls(
     reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(requests))
     no_logprobs: list[LogprobsUnsupported] = []
 
+    examples: dict[str, list[dict[str, Any]]] = {}  # by step id
+
     def outcome_of(i: int, result: CallResult, cached: bool) -> StepOutcome:
         _, step, req = requests[i]
-        outcome = interpret(step, scale, req, result, judge.template.score_range, judge.spec.min_choice_mass)
+        if step.output == "json" and step.id not in examples:
+            examples[step.id] = step_examples(judge.template, step)
+        outcome = interpret(step, scale, req, result, judge.template.score_range, judge.spec.min_choice_mass,
+                            examples.get(step.id))
         outcome.cached, outcome.attempt = cached, req.seed - judge.spec.seed
         if "worker" in result.extra:  # answered by a Ray worker (ray_executor): say which
             requests[i][0].judgment.workers.append({"step": step.id, "attempt": outcome.attempt,

@@ -1,44 +1,95 @@
-"""Read a graded label (e.g. TREC 0-3) out of free model text.
+"""Read a graded label (e.g. TREC 0-3) out of free model text, on the step's own scale.
 
 Rules, strongest first; within a rule the LAST match wins, because models restate the
 instructions before answering:
-  1. "final score" (with "##", "(O)", ":" or "=" variants): the format UMBRELA asks for;
+  1. "final score" (with "##", "(O)", ":" or "=" variants, markdown or quotes around the
+     key): the format UMBRELA asks for;
   2. the UMBRELA component "O: X" / "O = X" (overall), which beats M and T;
-  3. an explicit answer key: "score", "relevance", "category", "label", "grade", "answer";
-     then "X out of N" / "X/N";
+  3. an explicit answer key: "score", "relevance", "category", "label", "grade", "answer",
+     "rating" (a parenthesised note may follow the key: "Score (0-3): 2"); then
+     "X out of N" / "X/N";
   4. the last non-empty line holding only a number (markdown and punctuation allowed),
      or "N: X" on that line (a numbered answer: X is the value);
   5. any lone in-scale number left after removing scale descriptions such as "0 to 3",
-     "0-3", "0, 1, 2 or 3" and "3 = ..." definitions, provided exactly one value remains.
-A number outside the scale, several conflicting candidates, or no candidate at all gives
-an invalid result with the reason. Nothing ever defaults to 0.
+     "0-3", "0, 1, 2 or 3", "out of 3" and "3 = ..." definitions, provided exactly one
+     value remains.
+
+The scale is the step's own, passed by the caller: 0-3 for the relevance prompts, 1-3 for
+the second step of sun-two-step. The number a rule finds must state ONE integer of that
+scale. It is invalid, with the reason, and never read as its numerator or first digit, when
+  - it is a fraction or "X out of N" whose N is not the scale's top ("2/3" and "2 out of 3"
+    read as 2 on 0-3; "2/4", "3 out of 5", "1/10" are invalid);
+  - it is a range or a choice ("2-3", "2 to 3", "2 or 3"), has a decimal part ("2.5", or
+    "2,5" with a decimal comma; "2.0" reads as 2) or is a percentage;
+  - its clause (its line, up to a sentence end, at most 160 characters each side) names
+    another scale: "1 (on a 1-5 scale)", "2 on a scale of 1-10", "Score (1-5): 2", "on a
+    5-point scale", "out of 10"; naming the step's own scale ("2 (on a 0-3 scale)") is fine.
+Digits of any script read as their value (Python's \\d and float: "٢" is 2). A number
+outside the scale, several conflicting candidates, or no candidate at all gives an invalid
+result with the reason. Nothing ever defaults to 0.
+
+The work is linear in the answer's length: in the patterns run over the whole answer no two
+repeated parts can match the same characters (so a long run of spaces or digits cannot make
+the regex engine backtrack over it again and again; the patterns that look at what follows a
+number see at most 160 characters),
+and the scales an answer names and its sentence ends are found once per answer, not once per
+number (bench/parse_cost.py times degenerate 40 KB answers).
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 NUM = r"(-?\d+(?:\.\d+)?)"
+_DASH = r"(?:-|–|—|‐|−|~|to|through)"
+_RANGE = r"(\d+)\s*" + _DASH + r"\s*(\d+)"
+# Between a key and its value: markdown or quotes, an optional note in parentheses ("Final
+# score (O): 3", "Score (0-3): 2"), "is"/"of", a colon or equals sign. Each run of marks
+# follows a token it needs, so no two runs compete for the same characters (no backtracking
+# blow-up on long runs of spaces).
+_MARKS = r"[\s*_`\"']*"
+_SEP = (_MARKS + r"(?:\([^()\n]{0,40}\)" + _MARKS + r")?(?:(?:is|of|was)\b" + _MARKS + r")?(?:[:=]" + _MARKS
+        + r")?\[?")
 
-_FINAL = re.compile(r"final[\s_-]*score\s*(?:\(\s*o\s*\))?\s*(?:is|of)?\s*[:=]?\s*\**\s*" + NUM, re.I)
-_OVERALL = re.compile(r"(?<![a-z0-9])o\s*[:=]\s*\**\s*" + NUM, re.I)
-_KEYED = re.compile(
-    r"(?:relevance\s+)?(?:score|relevance|category|label|grade|answer|rating)\s*(?:is|of)?\s*[:=]?\s*\**\s*\[?" + NUM,
-    re.I,
-)
+_FINAL = re.compile(r"final[\s_-]*score" + _SEP + NUM, re.I)
+_OVERALL = re.compile(r"(?<![a-z0-9])o\s*[:=][\s*]*" + NUM, re.I)
+_KEYED = re.compile(r"(?:relevance\s+)?(?:score|relevance|category|label|grade|answer|rating)" + _SEP + NUM, re.I)
 _OUT_OF = re.compile(NUM + r"\s*(?:out\s+of|/)\s*\d+", re.I)
 _LINE_ONLY = re.compile(r"^[\s#*`\"'\[\(]*" + NUM + r"[\s*`\"'\]\).]*$")
 _LINE_NUMBERED = re.compile(r"^[\s#*]*\d+\s*[:.)]\s*" + NUM + r"[\s*.]*$")
 # Scale descriptions that mention every level and must not be read as the answer.
 _SCALE_TEXT = [
-    re.compile(r"\d+\s*(?:-|–|to|through)\s*\d+", re.I),
-    re.compile(r"(?:\d+\s*,\s*)+\d+\s*,?\s*(?:or|and)\s*\d+", re.I),
-    re.compile(r"(?m)^\s*[\"']?\d+[\"']?\s*(?:=|:)\s*[a-z].*$", re.I),
+    re.compile(r"\d+\s*(?:-|–|—|to|through)\s*\d+", re.I),
+    re.compile(r"(?m)^[ \t]*[\"']?\d+[\"']?[ \t]*(?:=|:)[ \t]*[a-z].*$", re.I),
     re.compile(r"[\"']\d+[\"']\s+represents?", re.I),
+    re.compile(r"(?:out\s+of|/)\s*\d+", re.I),  # "out of 3": the scale's top, not an answer
 ]
+# "0, 1, 2 or 3": a run of comma-separated numbers (found in one linear pass) that ends in "or/and N"
+_NUMBER_LIST = re.compile(r"\d+(?:\s*,\s*\d+)+")
+_LIST_END = re.compile(r"\s*,?\s*(?:or|and)\s*\d+", re.I)
 _LONE = re.compile(r"(?<![\w.])" + NUM + r"(?![\w.]|\.\d)")
+
+# What follows the number itself (after closing markdown or quotes).
+_CLOSING = re.compile(r"[*_`\"'\]]*")
+_DECIMAL_COMMA = re.compile(r",\d")
+_SPAN = re.compile(r"\s*(?:-|–|—|‐|−|~|to\b|through\b|or\b|and\b)\s*[*_`\"']*-?\d", re.I)
+_FRACTION = re.compile(r"\)?\s*\(?\s*(?:points?\s+)?(?:/|out\s+of\b)\s*"
+                       r"(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?(\d+)", re.I)
+_PERCENT = re.compile(r"\s*(?:%|percent\b)", re.I)
+# A scale named near the number: (kind, pattern); kinds: a range lo-hi, a top N, N levels.
+_MENTIONS = [
+    ("range", re.compile(r"scale(?:\s+(?:of|from))?[\s\"':=(\[]*" + _RANGE, re.I)),
+    ("range", re.compile(_RANGE + r"[\s)\]\"']*(?:-?point\s+)?(?:scale|range)\b", re.I)),
+    ("range", re.compile(r"\(\s*" + _RANGE + r"\s*\)", re.I)),
+    ("levels", re.compile(r"(\d+)[\s-]*point\s+(?:scale|rating)", re.I)),
+    ("top", re.compile(r"scale\s+of\s+(\d+)\b(?!\s*" + _DASH + r"\s*\d)", re.I)),
+    ("top", re.compile(r"out\s+of\s+(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?(\d+)", re.I)),
+]
+_BOUNDARY = re.compile(r"\n|[.;!?](?=\s)")
+_WINDOW = 160  # at most this many characters on each side of the number belong to its clause
 
 
 @dataclass(frozen=True)
@@ -52,42 +103,130 @@ class ParseResult:
         return self.label is not None
 
 
-def _as_label(raw: str, scale: tuple[int, ...], rule: str) -> ParseResult:
+def _scale_text(scale: tuple[int, ...]) -> str:
+    return f"{min(scale)}-{max(scale)}"
+
+
+def _level(raw: str, scale: tuple[int, ...]) -> int | None:
+    value = float(raw)
+    return int(value) if value == int(value) and int(value) in scale else None
+
+
+class _Context:
+    """What the checks need to know about the whole text, found once in linear passes: where
+    its clauses end, and every scale it names (start, end, the step's own?, as written)."""
+
+    def __init__(self, text: str, scale: tuple[int, ...]):
+        self.text, self.scale = text, scale
+        self.ends = [m.end() for m in _BOUNDARY.finditer(text)]  # a clause starts here
+        self.stops = [m.start() for m in _BOUNDARY.finditer(text)]  # a clause ends here
+        mentions = []
+        for kind, pattern in _MENTIONS:
+            for m in pattern.finditer(text):
+                numbers = [int(g) for g in m.groups()]
+                same = (numbers == [min(scale), max(scale)] if kind == "range" else
+                        numbers[0] == max(scale) if kind == "top" else numbers[0] == len(scale))
+                if not same:
+                    mentions.append((m.start(), m.end(), m.group(0).strip()))
+        mentions.sort()
+        self.other_starts = [m[0] for m in mentions]
+        self.other = mentions
+
+    def other_scale(self, start: int, end: int) -> str | None:
+        """Another scale named in the clause of text[start:end] (its line, up to a sentence end,
+        at most _WINDOW characters each side), as written; else None."""
+        i = bisect.bisect_right(self.ends, start)
+        lo = max(self.ends[i - 1] if i else 0, start - _WINDOW)
+        j = bisect.bisect_left(self.stops, end)
+        hi = min(self.stops[j] if j < len(self.stops) else len(self.text), end + _WINDOW)
+        k = bisect.bisect_left(self.other_starts, lo)
+        while k < len(self.other) and self.other[k][0] < hi:
+            if self.other[k][1] <= hi:
+                return self.other[k][2]
+            k += 1
+        return None
+
+
+def _off_scale(ctx: _Context, start: int, end: int) -> str | None:
+    """Why the number ctx.text[start:end] is not one integer of the step's scale, or None."""
+    text, scale = ctx.text, ctx.scale
+    after = text[end:end + _WINDOW]
+    after = after[_CLOSING.match(after).end():]
+    number = text[start:end]
+    if _DECIMAL_COMMA.match(after):
+        return f"{number}{after[:2]} has a decimal comma, not one label"
+    if start >= 2 and _DECIMAL_COMMA.match(text[start - 1:start + 1]) and text[start - 2].isdigit():
+        return f"{text[start - 2:start]}{number} has a decimal comma, not one label"
+    span = _SPAN.match(after)
+    if span:
+        return f"{number}{span.group(0)} is a range or a choice, not one label"
+    if _PERCENT.match(after):
+        return f"{number}% is a percentage, not a label on the scale {_scale_text(scale)}"
+    fraction = _FRACTION.match(after)
+    if fraction and int(fraction.group(1)) != max(scale):
+        return f"{number} out of {int(fraction.group(1))} is not on the scale {_scale_text(scale)}"
+    other = ctx.other_scale(start, end)
+    if other is not None:
+        return f"{number} is stated on another scale ({other!r}), not the scale {_scale_text(scale)}"
+    return None
+
+
+def _read(ctx: _Context, start: int, end: int, rule: str) -> ParseResult:
+    raw, scale = ctx.text[start:end], ctx.scale
     try:
         value = float(raw)
     except ValueError:
         return ParseResult(None, f"{rule}: not a number ({raw!r})", rule)
     if value != int(value) or int(value) not in scale:
         return ParseResult(None, f"{rule}: {raw} is not a label in {list(scale)}", rule)
+    reason = _off_scale(ctx, start, end)
+    if reason is not None:
+        return ParseResult(None, f"{rule}: {reason}", rule)
     return ParseResult(int(value), None, rule)
 
 
-def _last(pattern: re.Pattern, text: str) -> str | None:
-    found = pattern.findall(text)
-    return found[-1] if found else None
+def _last(pattern: re.Pattern, text: str) -> re.Match | None:
+    found = None
+    for found in pattern.finditer(text):
+        pass
+    return found
 
 
 def parse_grade(text: str | None, scale: Iterable[int] = (0, 1, 2, 3)) -> ParseResult:
+    """The label `text` states on `scale` (the step's own levels), or invalid with the reason."""
     scale = tuple(scale)
     if text is None or not text.strip():
         return ParseResult(None, "empty output", None)
     for rule, pattern in (("final score", _FINAL), ("O:", _OVERALL), ("keyed answer", _KEYED), ("out of", _OUT_OF)):
-        raw = _last(pattern, text)
-        if raw is not None:
-            return _as_label(raw, scale, rule)
+        m = _last(pattern, text)
+        if m is not None:
+            return _read(_Context(text, scale), m.start(1), m.end(1), rule)
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     last = lines[-1]
     for rule, pattern in (("last line", _LINE_ONLY), ("numbered last line", _LINE_NUMBERED)):
         m = pattern.match(last)
         if m:
-            return _as_label(m.group(1), scale, rule)
-    stripped = text
+            return _read(_Context(last, scale), m.start(1), m.end(1), rule)
+    stripped = text  # blanked to the same length, so positions still point into `text`
     for pattern in _SCALE_TEXT:
-        stripped = pattern.sub(" ", stripped)
-    values = {v for v in _LONE.findall(stripped)}
-    in_scale = sorted({int(float(v)) for v in values if float(v) == int(float(v)) and int(float(v)) in scale})
-    if len(in_scale) == 1:
-        return ParseResult(in_scale[0], None, "lone number")
+        stripped = pattern.sub(lambda m: " " * len(m.group(0)), stripped)
+    pieces, at = [], 0
+    for m in _NUMBER_LIST.finditer(stripped):
+        end = _LIST_END.match(stripped, m.end())
+        if end:
+            pieces += [stripped[at:m.start()], " " * (end.end() - m.start())]
+            at = end.end()
+    stripped = "".join(pieces) + stripped[at:]
+    found = [(m, _level(m.group(1), scale)) for m in _LONE.finditer(stripped)]
+    in_scale = sorted({level for _, level in found if level is not None})
     if len(in_scale) > 1:
         return ParseResult(None, f"ambiguous: several labels mentioned ({', '.join(map(str, in_scale))})", None)
-    return ParseResult(None, "no label found", None)
+    if not in_scale:
+        return ParseResult(None, "no label found", None)
+    ctx = _Context(text, scale)
+    for m, level in found:
+        if level is not None:
+            reason = _off_scale(ctx, m.start(1), m.end(1))
+            if reason is not None:
+                return ParseResult(None, f"lone number: {reason}", "lone number")
+    return ParseResult(in_scale[0], None, "lone number")
