@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from .. import asyncrun
 from ..backends.base import LogprobsUnsupported
-from ..calls import CallRequest, CallResult, Message, call_key
+from ..calls import FINISHED_NORMALLY, CallRequest, CallResult, Message, call_key
 from ..errors import BackendError, CallDeferred, JudgeblenderError, MissingItemsError
 from ..pairs import Pair
 from ..parse import parse_grade, parse_yesno
@@ -139,17 +139,30 @@ def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int) -> 
                        json_schema=step.json_schema if step.output == "json" else None)
 
 
-# finish reasons that say the answer is not the model's whole answer
-CUT_ANSWERS = {"length": "cut at the token limit", "content_filter": "withheld by the content filter"}
+# words for the finish reasons (not on calls.FINISHED_NORMALLY) users meet most
+NOT_FINISHED = {"length": "cut at the token limit", "content_filter": "withheld by the content filter",
+                "tool_calls": "a tool call, not a text answer"}
+
+
+def unfinished_reason(finish: str | None) -> str:
+    """Why a generate-mode answer whose finish reason is not on the allow-list is invalid."""
+    if finish is None:
+        return "no finish reason: the server did not say that the answer ended normally"
+    return f"answer {NOT_FINISHED.get(finish, 'did not end normally')} (finish_reason: {finish})"
 
 
 def interpret(step: Step, scale: list[int], request: CallRequest, result: CallResult,
               score_range: list[float] | None = None, min_choice_mass: float = 0.0) -> StepOutcome:
     """Read a step's answer: a label, a yes/no (1/0), a text, or invalid with the reason.
 
-    Never a label from a non-answer: in logprobs mode the label tokens must hold at least
-    `min_choice_mass` of the next-token probability; in generate mode an answer the server
-    cut at the token limit or filtered (its finish_reason) is invalid, whatever it holds."""
+    Never a label from a non-answer: an answer the backend refused to keep (too large) is
+    invalid in either mode; in logprobs mode the label tokens must hold at least
+    `min_choice_mass` of the next-token probability; in generate mode an answer counts only
+    when its finish_reason says it ended normally (calls.FINISHED_NORMALLY): cut at the token
+    limit, filtered, ended any other way or without a finish reason, it is invalid."""
+    refused = result.extra.get("refused")
+    if refused:
+        return StepOutcome(step.id, result.text, None, str(refused))
     if request.mode == "logprobs":
         if not result.probs or not result.choice_mass:
             return StepOutcome(step.id, result.text, None, "no probability on any answer token",
@@ -162,8 +175,8 @@ def interpret(step: Step, scale: list[int], request: CallRequest, result: CallRe
         value: int | None = (1 if best == "Yes" else 0) if step.output == "yesno" else int(best)
         return StepOutcome(step.id, result.text, value, None, result.probs, result.choice_mass)
     finish = result.extra.get("finish_reason")
-    if finish in CUT_ANSWERS:
-        return StepOutcome(step.id, result.text, None, f"answer {CUT_ANSWERS[finish]} (finish_reason: {finish})")
+    if finish not in FINISHED_NORMALLY:
+        return StepOutcome(step.id, result.text, None, unfinished_reason(finish))
     if step.output == "text":
         text = result.text.strip()
         return StepOutcome(step.id, result.text, text or None, None if text else "empty output")
