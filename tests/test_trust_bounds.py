@@ -11,10 +11,12 @@ test server on 127.0.0.1 (real HTTP, real SQLite stores).
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,7 @@ from judgeblender.judges import Judge, JudgeSpec, judge_pairs
 from judgeblender.pairs import Pair
 from judgeblender.store import CallStore
 
+SRC = Path(__file__).resolve().parents[1] / "src"
 REQUEST = CallRequest((Message("user", "what do goldfish eat?"),), max_tokens=100)
 BOUND = response_bound(REQUEST)
 
@@ -216,3 +219,39 @@ def test_a_batch_line_over_the_hard_cap_without_its_custom_id_first_is_an_input_
         assert srv.request_count == 0
     assert isinstance(done.exception, InputError)  # the CLI prints it as one error line, exit 2
     assert "out.jsonl:1: expected a Batch API output line of at most" in str(done.exception)
+
+
+# --- parsing a large degenerate answer does not stall the other calls ---------------------------
+DEGENERATE = {  # 40 KB answers of the shapes that made the label parser's time polynomial
+    "spaces": "score" + " " * 39_990 + "x",
+    "commas": "1, " * 13_300,
+    "breaks": "final score" + "\n" * 39_980 + "x",
+    "digits": ("1" * 300 + " ") * 132 + "x",
+    "stars": "score" + "*" * 39_990 + "x",
+}
+
+
+def test_degenerate_40_kb_answers_among_20_concurrent_calls_make_no_other_call_time_out(tmp_path):
+    q, c, p = tmp_path / "q.tsv", tmp_path / "c.jsonl", tmp_path / "p.tsv"
+    q.write_text("q1\twhat do goldfish eat\n")
+    docs = [f"passage-{kind}" for kind in DEGENERATE] + [f"passage-plain-{i}" for i in range(20 - len(DEGENERATE))]
+    c.write_text("".join(json.dumps({"docid": d, "text": f"Goldfish {d}."}) + "\n" for d in docs))
+    p.write_text("".join(f"q1\t{d}\n" for d in docs))
+    answers = {f"passage-{kind}": text for kind, text in DEGENERATE.items()}
+    assert all(39_000 < len(text) <= 40_000 for text in answers.values())
+    out = tmp_path / "out.qrels"
+    # every answer waits 0.5 s, so all 20 calls are in flight together: a parse that held the
+    # event loop for the 2 s timeout would make the others time out and be sent again
+    with OpenAITestServer(answers=answers, default_answer="##final score: 2", delay_s=0.5) as srv:
+        cmd = [sys.executable, "-m", "judgeblender", "judge", "-q", str(q), "-c", str(c), "-p", str(p), "-o", str(out),
+               "--store", str(tmp_path / "s.sqlite"), "-j", "openai:test-model", "--base-url", srv.base_url,
+               "--concurrency", "20", "--timeout", "2", "--invalid", "no-retry", "--no-progress", "--json"]
+        done = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(SRC), "OPENAI_API_KEY": "sk-test"},
+                              capture_output=True, text=True, timeout=300)
+        assert srv.request_count == 20  # every call sent once: none timed out and was sent again
+        assert srv.max_in_flight >= 10
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)["judges"][0]
+    assert summary["backend_retries"] == 0 and summary["failed_calls"] == 0
+    details = [json.loads(x) for x in (tmp_path / "out.qrels.details.jsonl").read_text().splitlines()]
+    assert [d["label"] for d in details if d["docid"] not in answers] == [2] * (20 - len(DEGENERATE))

@@ -16,6 +16,7 @@ an invalid result with the reason. Nothing ever defaults to 0.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,17 +29,26 @@ _KEYED = re.compile(
     r"(?:relevance\s+)?(?:score|relevance|category|label|grade|answer|rating)\s*(?:is|of)?\s*[:=]?\s*\**\s*\[?" + NUM,
     re.I,
 )
-_OUT_OF = re.compile(NUM + r"\s*(?:out\s+of|/)\s*\d+", re.I)
+# A match never starts inside a run of digits, nor inside a comma list, so that degenerate
+# answers (long digit runs, "1, 1, 1, ...") cost time linear in their length: a match that
+# could start there also starts where the run or list starts.
+_OUT_OF = re.compile(r"(?<!\d)" + NUM + r"\s*(?:out\s+of|/)\s*\d+", re.I)
 _LINE_ONLY = re.compile(r"^[\s#*`\"'\[\(]*" + NUM + r"[\s*`\"'\]\).]*$")
 _LINE_NUMBERED = re.compile(r"^[\s#*]*\d+\s*[:.)]\s*" + NUM + r"[\s*.]*$")
 # Scale descriptions that mention every level and must not be read as the answer.
 _SCALE_TEXT = [
-    re.compile(r"\d+\s*(?:-|–|to|through)\s*\d+", re.I),
-    re.compile(r"(?:\d+\s*,\s*)+\d+\s*,?\s*(?:or|and)\s*\d+", re.I),
+    re.compile(r"(?<!\d)\d+\s*(?:-|–|to|through)\s*\d+", re.I),
+    re.compile(r"(?<!\d)(?<!\d,)(?<!\d\s,)(?<!\d,\s)(?<!\d\s,\s)(?:\d+\s*,\s*)+\d+\s*,?\s*(?:or|and)\s*\d+", re.I),
     re.compile(r"(?m)^\s*[\"']?\d+[\"']?\s*(?:=|:)\s*[a-z].*$", re.I),
     re.compile(r"[\"']\d+[\"']\s+represents?", re.I),
 ]
 _LONE = re.compile(r"(?<![\w.])" + NUM + r"(?![\w.]|\.\d)")
+# Whitespace runs become one space, or one line break when they hold one, before any rule is
+# tried: no rule counts whitespace, and patterns with several \s* in a row would otherwise try
+# every way of sharing a long run between them (time polynomial in its length).
+_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits on
+_SPACE_RUN = re.compile(f"[^\\S{_BREAKS}]+")
+_BREAK_RUN = re.compile(f" ?[{_BREAKS}]\\s*")
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,7 @@ def _as_label(raw: str, scale: tuple[int, ...], rule: str) -> ParseResult:
         value = float(raw)
     except ValueError:
         return ParseResult(None, f"{rule}: not a number ({raw!r})", rule)
-    if value != int(value) or int(value) not in scale:
+    if not math.isfinite(value) or value != int(value) or int(value) not in scale:
         return ParseResult(None, f"{rule}: {raw} is not a label in {list(scale)}", rule)
     return ParseResult(int(value), None, rule)
 
@@ -71,6 +81,7 @@ def parse_grade(text: str | None, scale: Iterable[int] = (0, 1, 2, 3)) -> ParseR
     scale = tuple(scale)
     if text is None or not text.strip():
         return ParseResult(None, "empty output", None)
+    text = _BREAK_RUN.sub("\n", _SPACE_RUN.sub(" ", text))
     for rule, pattern in (("final score", _FINAL), ("O:", _OVERALL), ("keyed answer", _KEYED), ("out of", _OUT_OF)):
         raw = _last(pattern, text)
         if raw is not None:
@@ -84,8 +95,8 @@ def parse_grade(text: str | None, scale: Iterable[int] = (0, 1, 2, 3)) -> ParseR
     stripped = text
     for pattern in _SCALE_TEXT:
         stripped = pattern.sub(" ", stripped)
-    values = {v for v in _LONE.findall(stripped)}
-    in_scale = sorted({int(float(v)) for v in values if float(v) == int(float(v)) and int(float(v)) in scale})
+    values = {float(v) for v in _LONE.findall(stripped)}
+    in_scale = sorted({int(v) for v in values if math.isfinite(v) and v == int(v) and int(v) in scale})
     if len(in_scale) == 1:
         return ParseResult(in_scale[0], None, "lone number")
     if len(in_scale) > 1:
