@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from openai_server import Fault, OpenAITestServer
+from test_trust_finish import batch_judge, batch_output
 from typer.testing import CliRunner
 
 from judgeblender.backends.openai_compat import OpenAICompatBackend
@@ -31,7 +32,6 @@ from judgeblender.cli import app
 from judgeblender.errors import InputError
 from judgeblender.judges import Judge, JudgeSpec, judge_pairs
 from judgeblender.pairs import Pair
-from judgeblender.store import CallStore
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 REQUEST = CallRequest((Message("user", "what do goldfish eat?"),), max_tokens=100)
@@ -174,27 +174,14 @@ def test_a_five_megabyte_answer_is_invalid_and_none_of_it_is_stored_or_written(t
 
 
 # --- Batch API result lines -----------------------------------------------------------------
-def batch_judge(tiny: Path, tmp_path: Path, srv: OpenAITestServer, *extra: str):
-    args = ["judge", "-q", str(tiny / "queries.tsv"), "-c", str(tiny / "corpus.jsonl"), "-p", str(tiny / "qrels.txt"),
-            "--judge", "openai:batch-model", "--base-url", srv.base_url, "--invalid", "no-retry",
-            "--store", str(tmp_path / "store.sqlite"), "--no-progress", *extra]
-    return CliRunner().invoke(app, args)
-
-
 def test_batch_result_lines_over_the_bound_are_invalid_and_not_stored(tiny, tmp_path):
     sizes = iter([0, 60_000, 6_000_000, 0])  # padding: fits, over the bound, over the hard cap, fits
     with OpenAITestServer() as srv:
         first = batch_judge(tiny, tmp_path, srv, "--batch-write", str(tmp_path / "req.jsonl"),
                             "--out", str(tmp_path / "a.qrels"))
         assert first.exit_code == 0, first.output
-        lines = []
-        for raw in (tmp_path / "req.jsonl").read_text().splitlines():
-            req = json.loads(raw)
-            choice = {"index": 0, "message": {"role": "assistant", "content": "##final score: 2 " + " " * next(sizes)},
-                      "finish_reason": "stop"}
-            lines.append({"custom_id": req["custom_id"], "error": None,
-                          "response": {"status_code": 200, "body": {"choices": [choice]}}})
-        (tmp_path / "out.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        batch_output(tmp_path / "req.jsonl", tmp_path / "out.jsonl",
+                     lambda: ("##final score: 2 " + " " * next(sizes), "stop"))
         second = batch_judge(tiny, tmp_path, srv, "--batch-read", str(tmp_path / "out.jsonl"),
                              "--out", str(tmp_path / "b.qrels"))
         assert srv.request_count == 0

@@ -12,14 +12,12 @@ token asked for) keeps its own rules. Served cases run the real CLI against the 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from openai_server import Fault, OpenAITestServer
+from openai_server import OpenAITestServer
+from test_non_answers import files, judge_cli  # noqa: F401 - a fixture and the CLI runner
 from typer.testing import CliRunner
 
 from judgeblender.backends.scripted import ScriptedBackend
@@ -29,29 +27,6 @@ from judgeblender.errors import CallsFailed
 from judgeblender.judges import Judge, JudgeSpec, judge_pairs
 from judgeblender.pairs import Pair
 from judgeblender.store import CallStore
-
-SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-@pytest.fixture
-def files(tmp_path):
-    q, c, p = tmp_path / "q.tsv", tmp_path / "c.jsonl", tmp_path / "p.tsv"
-    q.write_text("q1\twhat do goldfish eat\n")
-    c.write_text(json.dumps({"docid": "d1", "text": "Goldfish eat flakes and pellets."}) + "\n")
-    p.write_text("q1\td1\n")
-    return q, c, p
-
-
-def judge_cli(files, tmp_path: Path, srv: OpenAITestServer, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
-    q, c, p = files
-    out = tmp_path / "out.qrels"
-    cmd = [sys.executable, "-m", "judgeblender", "judge", "-q", str(q), "-c", str(c), "-p", str(p), "-o", str(out),
-           "--store", str(tmp_path / "s.sqlite"), "-j", "openai:test-model", "--base-url", srv.base_url,
-           "--timeout", "5", "--no-progress", "--json", *extra]
-    done = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(SRC), "OPENAI_API_KEY": "sk-test"},
-                          capture_output=True, text=True, timeout=120)
-    details = tmp_path / "out.qrels.details.jsonl"
-    return done, json.loads(details.read_text().splitlines()[0]) if details.exists() else {}
 
 
 def stored_calls(tmp_path: Path) -> list[tuple[str, str]]:
@@ -162,10 +137,22 @@ def test_a_logprobs_answer_is_read_whatever_its_finish_reason(files, tmp_path):
 
 # --- Batch API results follow the same rule ---------------------------------------------------
 def batch_judge(tiny: Path, tmp_path: Path, srv: OpenAITestServer, *extra: str):
+    """`judge` of the tiny data set through Batch API files, in generate mode, invalid answers not re-asked."""
     args = ["judge", "-q", str(tiny / "queries.tsv"), "-c", str(tiny / "corpus.jsonl"), "-p", str(tiny / "qrels.txt"),
-            "--judge", "openai:batch-model", "--base-url", srv.base_url, "--mode", "generate", "--invalid", "no-retry",
+            "--judge", "openai:batch-model", "--base-url", srv.base_url, "--invalid", "no-retry",
             "--store", str(tmp_path / "store.sqlite"), "--no-progress", *extra]
     return CliRunner().invoke(app, args)
+
+
+def batch_output(requests: Path, output: Path, answer) -> None:
+    """The Batch API output file for a requests file, each line's answer() = (content, finish_reason)."""
+    lines = []
+    for raw in requests.read_text().splitlines():
+        content, finish = answer()
+        choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
+        lines.append({"custom_id": json.loads(raw)["custom_id"], "error": None,
+                      "response": {"status_code": 200, "body": {"choices": [choice]}}})
+    output.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
 def test_batch_results_count_only_answers_that_ended_normally(tiny, tmp_path):
@@ -174,14 +161,7 @@ def test_batch_results_count_only_answers_that_ended_normally(tiny, tmp_path):
         first = batch_judge(tiny, tmp_path, srv, "--batch-write", str(tmp_path / "req.jsonl"),
                             "--out", str(tmp_path / "a.qrels"))
         assert first.exit_code == 0, first.output
-        lines = []
-        for raw in (tmp_path / "req.jsonl").read_text().splitlines():
-            req = json.loads(raw)
-            choice = {"index": 0, "message": {"role": "assistant", "content": "##final score: 2"},
-                      "finish_reason": next(finishes)}
-            lines.append({"custom_id": req["custom_id"], "error": None,
-                          "response": {"status_code": 200, "body": {"choices": [choice]}}})
-        (tmp_path / "out.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        batch_output(tmp_path / "req.jsonl", tmp_path / "out.jsonl", lambda: ("##final score: 2", next(finishes)))
         second = batch_judge(tiny, tmp_path, srv, "--batch-read", str(tmp_path / "out.jsonl"),
                              "--out", str(tmp_path / "b.qrels"))
         assert srv.request_count == 0
