@@ -42,8 +42,9 @@ def served_judge(srv: OpenAITestServer, **options) -> Judge:
     return Judge(JudgeSpec(model="openai:test-model", options=opts))
 
 
-def judge_one(judge: Judge):
-    run = judge_pairs([judge], [Pair("q1", "d1")], {"q1": "what do goldfish eat"}, {"d1": "Goldfish eat flakes."})
+def judge_one(judge: Judge, store: CallStore | None = None):
+    run = judge_pairs([judge], [Pair("q1", "d1")], {"q1": "what do goldfish eat"}, {"d1": "Goldfish eat flakes."},
+                      store=store)
     return run.judgments[judge.id][Pair("q1", "d1")]
 
 
@@ -189,3 +190,33 @@ def test_a_scripted_answer_ends_with_stop_unless_its_rule_says_otherwise():
     lost, found = run.judgments[judge.id][Pair("q1", "d1")], run.judgments[judge.id][Pair("q1", "d2")]
     assert lost.label is None and "no finish reason" in lost.invalid_reason
     assert found.label == 3
+
+
+# --- answers of in-process models stored before finish reasons were recorded -------------------
+class OldEmbeddedModel(ScriptedBackend):
+    """Stands for llama.cpp in a store written before issue 15: the test only reads stored rows."""
+
+    kind = "llamacpp"
+
+
+@pytest.mark.parametrize("tokens_out, label", [(5, 2), (100, None), (0, None)])
+def test_an_in_process_answer_stored_without_a_finish_reason_counts_only_if_it_stopped_before_max_tokens(
+        tmp_path, tokens_out, label):
+    backend = OldEmbeddedModel(default="##final score: 2")
+    judge = Judge(JudgeSpec("scripted:x", invalid_policy="no-retry"), backend=backend)
+    with CallStore(tmp_path / "s.sqlite") as store:
+        judge_one(judge, store)
+    db = sqlite3.connect(tmp_path / "s.sqlite")
+    try:  # as the store of an older version has it: no finish reason
+        db.execute("UPDATE calls SET extra = NULL, tokens_out = ?", (tokens_out,))
+        db.commit()
+    finally:
+        db.close()
+    backend.calls.clear()
+    with CallStore(tmp_path / "s.sqlite") as store:
+        j = judge_one(judge, store)
+    assert backend.calls == []  # read from the store
+    assert j.label == label
+    if label is None:
+        assert ("cut at the token limit" if tokens_out else "no finish reason") in j.invalid_reason
+

@@ -151,6 +151,19 @@ def unfinished_reason(finish: str | None) -> str:
     return f"answer {NOT_FINISHED.get(finish, 'did not end normally')} (finish_reason: {finish})"
 
 
+# Backends that generate in this process: they record their finish reason since issue 15, and
+# answers they stored before that are read by _stored_finish.
+IN_PROCESS = frozenset({"llamacpp", "hf"})
+
+
+def _stored_finish(result: CallResult, request: CallRequest) -> None:
+    """The finish reason of an in-process answer stored before finish reasons were recorded:
+    such a model stops only at its end token or at max_tokens, so fewer tokens than max_tokens
+    is "stop" and max_tokens is "length" (cut); no token count leaves it missing (invalid)."""
+    if result.tokens_out > 0:
+        result.extra["finish_reason"] = "stop" if result.tokens_out < request.max_tokens else "length"
+
+
 def interpret(step: Step, scale: list[int], request: CallRequest, result: CallResult,
               score_range: list[float] | None = None, min_choice_mass: float = 0.0) -> StepOutcome:
     """Read a step's answer: a label, a yes/no (1/0), a text, or invalid with the reason.
@@ -208,6 +221,7 @@ async def _run_calls(
     writer = _GroupCommit(store) if store else None
     reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(requests))
     no_logprobs: list[LogprobsUnsupported] = []
+    in_process = judge.backend.kind in IN_PROCESS
 
     def outcome_of(i: int, result: CallResult, cached: bool) -> StepOutcome:
         _, step, req = requests[i]
@@ -231,6 +245,8 @@ async def _run_calls(
             hit = store.get(key) if store else None
             if hit is not None:
                 stats.cache_hits += 1
+                if in_process and req.mode == "generate" and "finish_reason" not in hit.result.extra:
+                    _stored_finish(hit.result, req)
                 count(i, outcome_of(i, hit.result, cached=True))
                 reporter.answered_from_store()
                 continue
