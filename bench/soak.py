@@ -4,7 +4,7 @@
 
 Scenarios (the checks of tests/test_faults.py, on 2,000 pairs, with the backend's defaults:
 30 s request timeout, 5 retries, backoff from 0.5 s; concurrency 32):
-  one kind at a time   each of the 13 fault kinds on 10% of requests, generate mode, and the
+  one kind at a time   each of the 15 fault kinds on 10% of requests, generate mode, and the
                        kinds whose effect depends on the mode again in logprobs mode;
   the mix, CLI         every kind at once, 3% of requests each (39% of requests fail somehow),
                        plus one passage the server always crashes on and one the model never
@@ -131,7 +131,7 @@ def mix_cli(n: int, reference: dict[int, int], folder: Path) -> dict:
     reported = {"duplicates": (len(details) - len({(d["qid"], d["docid"]) for d in details})
                                + len(qrels) - len(set(qrels))),
                 "backend_retries": summary["backend_retries"], "retries": summary["retries"]}
-    fig = check("mix of 13 kinds, 3% each (generate, CLI)", data, exp, reference, labels, reasons, reported, seconds)
+    fig = check("mix of 15 kinds, 3% each (generate, CLI)", data, exp, reference, labels, reasons, reported, seconds)
     fig["unjudged_reasons"] = summary["unjudged_reasons"]
     fig["traceback_in_stderr"] = "Traceback" in proc.stderr
     if fig["traceback_in_stderr"] or len(qrels) != fig["judged"]:
@@ -151,7 +151,7 @@ def mix_logprobs(n: int, reference: dict[int, int], folder: Path) -> dict:
     js = run.judgments[judge.id]
     st = run.stats[judge.id]
     reported = {"duplicates": len(js) - len(set(js)), "backend_retries": st.backend_retries, "retries": st.retries}
-    return check("mix of 13 kinds, 3% each (logprobs)", data, exp, reference,
+    return check("mix of 15 kinds, 3% each (logprobs)", data, exp, reference,
                  {data.index(p): j.label for p, j in js.items()},
                  {data.index(p): j.invalid_reason for p, j in js.items()}, reported, seconds)
 

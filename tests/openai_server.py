@@ -28,6 +28,13 @@ Faults (strings in `script` / keys of `fault_rates`, or `Fault(kind, ...)` for p
     "no_content"        200 with a message whose content is null
     "garbage"           200 with the text `message` (default "I cannot decide.")
     "no_logprobs"       200 answer without any logprobs even when they were asked for
+    "finish_null"       200 answer whose finish_reason is null
+    "finish_missing"    200 answer whose choice has no finish_reason at all
+    "raw"               the bytes `body` as they are (Content-Type application/json), with
+                        status `status` (default 200) and any `headers` (name, value) pairs
+Any 200 answer can go out gzip-encoded (`gzip=True`, with Content-Encoding: gzip, whatever
+the client accepts) and/or chunked (`chunked=True`: Transfer-Encoding: chunked, no
+Content-Length), e.g. `Fault("ok", chunked=True)` or `Fault("raw", body=..., gzip=True)`.
 
 Answers: `answers` is a string, a dict {substring of the last user message: answer} (first
 match wins, else `default_answer`), or a callable(body) -> str.  Log-probabilities, for requests
@@ -44,6 +51,7 @@ number in flight is tracked (`max_in_flight`), and the server stops by itself af
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import socket
@@ -81,6 +89,9 @@ FAULT_KINDS = frozenset(
         "no_content",
         "garbage",
         "no_logprobs",
+        "finish_null",
+        "finish_missing",
+        "raw",
     }
 )
 
@@ -91,6 +102,11 @@ class Fault:
     retry_after: str | None = "0.1"  # 429: the Retry-After header value (None: no header)
     hang_s: float | None = None  # hang: how long to sleep (default: the server's hang_s)
     message: str | None = None  # 400 / garbage: the message or text
+    body: bytes | None = None  # raw: the response body
+    gzip: bool = False  # a 200 answer goes out with Content-Encoding: gzip
+    chunked: bool = False  # a 200 answer goes out with Transfer-Encoding: chunked, no Content-Length
+    status: int = 200  # raw: the status
+    headers: tuple[tuple[str, str], ...] = ()  # raw: more response headers
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -149,18 +165,28 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps(payload).encode()
         self._send_bytes(status, data, "application/json", headers)
 
-    def _send_bytes(self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
+    def _send_bytes(self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None,
+                    chunked: bool = False) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
+            if chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(len(data)))
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
             self.end_headers()
-            self.wfile.write(data)
+            if chunked:
+                for start in range(0, len(data), 1 << 16):
+                    piece = data[start:start + (1 << 16)]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.write(b"0\r\n\r\n")
+            else:
+                self.wfile.write(data)
             self.wfile.flush()
         except OSError:
-            self.close_connection = True  # the client went away (timed out); nothing to do
+            self.close_connection = True  # the client went away (timed out, or stopped reading)
 
     def _error(self, status: int, message: str, etype: str = "server_error", headers: dict[str, str] | None = None) -> None:
         self._send_json(status, {"error": {"message": message, "type": etype, "code": None}}, headers)
@@ -245,7 +271,15 @@ class _Handler(BaseHTTPRequestHandler):
                 owner._stopped.wait(fault.hang_s if fault.hang_s is not None else owner.hang_s)
             elif owner.delay_s > 0:
                 owner._stopped.wait(owner.delay_s)
-            self._send_json(200, owner._completion(body, fault))
+            if kind == "raw":
+                data = fault.body or b""
+            else:
+                data = json.dumps(owner._completion(body, fault)).encode()
+            headers = dict(fault.headers)
+            if fault.gzip:
+                data = gzip.compress(data)
+                headers["Content-Encoding"] = "gzip"
+            self._send_bytes(fault.status, data, "application/json", headers, chunked=fault.chunked)
 
     def _hard_close(self) -> None:
         try:
@@ -472,6 +506,10 @@ class OpenAITestServer:
                 "logprobs": logprobs,
             }
         ]
+        if fault.kind == "finish_null":
+            choices[0]["finish_reason"] = None
+        elif fault.kind == "finish_missing":
+            del choices[0]["finish_reason"]
         if fault.kind == "empty_choices":
             choices = []
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body["messages"] if isinstance(m, dict))

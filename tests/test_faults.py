@@ -33,11 +33,14 @@ from judgeblender.pairs import Pair
 from judgeblender.store import CallStore
 
 MARK = re.compile(r"passage-(\d{5})")
-KINDS = sorted(FAULT_KINDS - {"ok", "400", "reject_logprobs"})  # the 13 transient faults
+KINDS = sorted(FAULT_KINDS - {"ok", "400", "reject_logprobs", "raw"})  # the 15 transient faults
 # Served answers that fail the call and are retried by the backend, per scoring mode.
 TRANSPORT = {"429", "500", "502", "503", "504", "hang", "close", "close_mid", "malformed_json", "empty_choices",
              "budget_exhausted"}
 FAILS = {"generate": TRANSPORT | {"no_content"}, "logprobs": TRANSPORT | {"no_logprobs"}}
+# Served answers that are stored but invalid, per scoring mode (generate mode reads only answers
+# that say they ended normally; logprobs mode does not look at the finish reason).
+INVALID = {"generate": {"garbage", "finish_null", "finish_missing"}, "logprobs": {"garbage"}}
 MAX_RETRIES = 5  # the backend's default
 CONCURRENCY = 16
 N_PAIRS = 120  # per fault kind in CI; bench/soak.py does 2,000
@@ -126,7 +129,7 @@ def account(server: OpenAITestServer, data: Dataset, mode: str, max_retries: int
             result[key] = "failed"
         else:
             exp.calls_answered += 1
-            result[key] = "invalid" if outcomes[-1] == "garbage" or key[0] in data.garbage else "ok"
+            result[key] = "invalid" if outcomes[-1] in INVALID[mode] or key[0] in data.garbage else "ok"
     for pair in data.pairs:
         i = data.index(pair)
         first = result.get((i, 0))
@@ -222,8 +225,8 @@ def test_ten_percent_of_one_fault_kind_loses_nothing(tmp_path, reference, mode, 
     assert stats.calls_made == stored == exp.calls_answered
     if kind == "hang":  # each hang ended by the 3 s client timeout, long before the server's 30 s
         assert judge.backend.retry_reasons["timeout"] == exp.outcomes["hang"] and elapsed < 30
-    # a 10% fault rate almost never defeats 5 retries; only garbage twice leaves a pair unjudged
-    if kind != "garbage":
+    # a 10% fault rate almost never defeats 5 retries; only an invalid answer twice leaves a pair unjudged
+    if kind not in INVALID[mode]:
         assert not unjudged
 
 
@@ -239,8 +242,8 @@ def cli(*args, timeout=300):
 
 
 def test_cli_every_fault_kind_at_once_loses_nothing_and_reports_what_is_missing(tmp_path, reference):
-    """The whole mix in one job, through `judgeblender judge --json`: 3% of requests each of 13 kinds
-    (39% of requests fail somehow), one passage the server always crashes on, one the model
+    """The whole mix in one job, through `judgeblender judge --json`: 3% of requests each of 15 kinds
+    (45% of requests fail somehow), one passage the server always crashes on, one the model
     never answers validly."""
     data = dataset(CLI_PAIRS, garbage=(17,), poisoned=(42,))
     q, c, p = data.write(tmp_path)

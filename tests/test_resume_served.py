@@ -70,7 +70,8 @@ def old_store(path, rows: list[tuple[dict, CallRequest, str, bool]]) -> None:
             fields["messages"] = [[role, "[redacted]"] for role, _ in fields["messages"]]
         db.execute("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                    (call_key(ident, req), "openai", ident["model"], canonical_json(ident), canonical_json(fields),
-                    answer, None, None, None, 1, 1, 0.1, f"2025-01-01T00:00:0{n}", None))
+                    answer, None, None, None, 1, 1, 0.1, f"2025-01-01T00:00:0{n}",
+                    '{"finish_reason":"stop"}'))  # as the served backend records every answer
     db.execute("PRAGMA user_version=3")
     db.commit()
     db.close()

@@ -47,6 +47,30 @@ class CallRequest:
                 "json_schema": self.json_schema}
 
 
+# How a generated answer may end and still count as the model's whole answer: the finish
+# reasons that mean "ended normally", each with the API that documents it. An allow-list:
+# judges/engine.interpret makes a generate-mode answer with any other reason (length,
+# content_filter, tool_calls, one never seen before) or with none invalid, with that reason.
+FINISHED_NORMALLY = frozenset({
+    # OpenAI chat completions: "the model hit a natural stop point or a provided stop sequence";
+    # vLLM, SGLang, Ollama, the llama.cpp server, llama-cpp-python, TGI from 2.2.1 and the
+    # embedded hf backend use OpenAI's name
+    "stop",
+    # TGI before 2.2.1 (huggingface/text-generation-inference#2344 renamed it "stop"): the
+    # model's end-of-sequence token
+    "eos_token",
+    # TGI before 2.2.1 and Anthropic's Messages API: one of the request's stop sequences
+    "stop_sequence",
+    # Anthropic's Messages API: the model ended its turn (gateways that forward its names)
+    "end_turn",
+})
+# Finish reasons that say the call failed, not that an answer ended: vLLM's and SGLang's
+# "abort" (the server dropped the request) and OpenRouter's "error" (the provider failed
+# mid-answer). The served backend retries them and, after its retries, fails the call: no
+# answer is stored, the run exits 3, a re-run asks again.
+FAILED_CALL = frozenset({"abort", "error"})
+
+
 @dataclass
 class CallResult:
     text: str
@@ -57,6 +81,8 @@ class CallResult:
     tokens_in: int = 0
     tokens_out: int = 0
     latency_s: float = 0.0
+    # "finish_reason": how the answer ended; "refused": why the backend kept none of the answer
+    # (answer too large), which makes it invalid in either mode
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -65,7 +65,7 @@ class BatchRequests:
 class BatchBackend(Backend):
     """An OpenAI-compatible backend answered from Batch API output lines, queueing the rest."""
 
-    def __init__(self, inner: OpenAICompatBackend, results: dict[str, tuple[int, dict[str, Any]]],
+    def __init__(self, inner: OpenAICompatBackend, results: dict[str, tuple[int, dict[str, Any] | None, int]],
                  results_path: Path | None, queue: BatchRequests | None):
         self.inner = inner
         self.kind = inner.kind
@@ -100,9 +100,9 @@ class BatchBackend(Backend):
         """The answer in the output file, or the request queued for the next requests file."""
         found = self._results.get(key)
         if found is not None:
-            lineno, line = found
+            lineno, line, size = found
             try:
-                result = batch_result(line, request)
+                result = batch_result(line, request, size, self.inner.top_logprobs)
             except BackendError as exc:
                 raise BackendError(f"{self._results_path}:{lineno}: {exc}") from None
             result.extra["batch"] = True

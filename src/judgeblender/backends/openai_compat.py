@@ -19,6 +19,10 @@ counted (`retries_total`, `retry_reasons`) and the policy is the same on every s
 - gives up after `max_retries` retries with a BackendError naming the last failure;
 - any other 4xx fails at once with a BackendError carrying the status and the server's message.
 
+A response body is read no further than a bound derived from the request (openai_wire's
+response_bound): an answer over it is recorded invalid ("answer too large") with none of its
+text, so a runaway or hostile server cannot fill memory, the store or the event loop's time.
+
 The API key comes from an environment variable (OPENAI_API_KEY unless `api_key_env` names
 another) or from a key file readable by its owner only; it never appears in repr(), identity(),
 logs or error messages.
@@ -39,6 +43,7 @@ import os
 import random
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
@@ -53,7 +58,8 @@ from pydantic import Field
 from .base import Backend, LogprobsUnsupported
 from .openai_keys import DEFAULT_BASE_URL, NO_KEY_PLACEHOLDER, Secret, public_base_url, resolve_api_key
 from .registry import BackendOptions, Provider
-from .openai_wire import AnswerPrefixMode, Retryable, build_chat_body, decode_answer, parse_generate, parse_logprobs
+from .openai_wire import (RESPONSE_HARD_CAP_BYTES, AnswerPrefixMode, Retryable, build_chat_body, decode_answer,
+                          parse_generate, parse_logprobs, response_bound, too_large)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +107,93 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
 # --------------------------------------------------------------------------------------
 # The header that asks the SDK for the unparsed HTTP response (what `with_raw_response` sets).
 _RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
+
+# The bound on a response body travels from a call to its HTTP client's hooks in this request
+# header; the request hook takes it out (it never reaches the server) into the request's
+# extensions, where the response hook reads it.
+_BOUND_HEADER = "X-Judgeblender-Response-Bound"
+_BOUND = "judgeblender_response_bound"
+# Set in a response's extensions when its body was not read: (too large?, why).
+_REFUSED = "judgeblender_refused"
+# Compressed answers are not asked for (Accept-Encoding: identity): a few KB gain little, and
+# the HTTP library would inflate any size in memory. A server that compresses anyway is read
+# only in these codings, inflated up to the bound (decompression bombs stop there).
+_INFLATE = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+_IDENTITY = ("", "identity")
+
+
+async def _take_bound(request: Any) -> None:
+    """httpx request hook: move the call's response bound from its header to its extensions."""
+    bound = request.headers.pop(_BOUND_HEADER, None)
+    if bound is not None:
+        request.extensions[_BOUND] = int(bound)  # the request's own dict
+
+
+async def _bound_body(response: Any) -> None:
+    """httpx response hook (before the body is read): the body is read through _BoundedBody."""
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding not in _IDENTITY:
+        del response.headers["content-encoding"]  # inflated here, within the bound, not by httpx
+    response.stream = _bounded_body_class()(response, response.request.extensions.get(_BOUND, RESPONSE_HARD_CAP_BYTES),
+                                            encoding)
+
+
+@functools.lru_cache(maxsize=1)
+def _bounded_body_class() -> type:
+    """_BoundedBody as the stream class of the SDK's HTTP library, which its responses must be."""
+    return type("BoundedBody", (_BoundedBody, _http_library().AsyncByteStream), {})
+
+
+class _BoundedBody:
+    """A response body read no further than its bound (inflated bytes, for compressed bodies).
+
+    Past the bound it stops, closes the connection with the rest unread, and marks the
+    response refused; what was read is all httpx sees. (Used as _bounded_body_class().)"""
+
+    def __init__(self, response: Any, bound: int, encoding: str):
+        self._inner = response.stream
+        self._response = response
+        self._bound = bound
+        self._encoding = encoding
+
+    def _refuse(self, too_large: bool, why: str) -> None:
+        self._response.extensions[_REFUSED] = (too_large, why)
+
+    async def __aiter__(self) -> Any:
+        bound, encoding = self._bound, self._encoding
+        if encoding in _IDENTITY:
+            length = self._response.headers.get("content-length", "")
+            if length.isdigit() and int(length) > bound:
+                self._refuse(True, f"the response has {int(length):,} bytes (Content-Length)")
+                return
+            size = 0
+            async for chunk in self._inner:
+                size += len(chunk)
+                if size > bound:
+                    self._refuse(True, f"the response passed {bound:,} bytes")
+                    return
+                yield chunk
+            return
+        if encoding not in _INFLATE:
+            self._refuse(False, f"malformed answer: a body in the {encoding!r} coding, which was not asked for")
+            return
+        inflate, size = zlib.decompressobj(_INFLATE[encoding]), 0
+        try:
+            async for chunk in self._inner:
+                while chunk:
+                    out = inflate.decompress(chunk, bound + 1 - size)
+                    size += len(out)
+                    if size > bound:
+                        self._refuse(True, f"the response inflates past {bound:,} bytes ({encoding})")
+                        return
+                    yield out
+                    chunk = inflate.unconsumed_tail
+        except zlib.error as exc:
+            self._refuse(False, f"malformed answer: a {encoding} body that does not inflate ({exc})")
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
 
 # Calls in flight per AsyncOpenAI client. The HTTP pool under a client scans all its
 # connections on every request, so at high concurrency a few clients of 8 connections each
@@ -260,13 +353,18 @@ class OpenAICompatBackend(Backend):
         import openai
 
         ssl_context = _shared_ssl_context()
+        # the SDK's own HTTP client settings, with one TLS context for all clients, and the hooks
+        # that bound each response body
+        http = {"event_hooks": {"request": [_take_bound], "response": [_bound_body]}}
+        if ssl_context is not None:
+            http["verify"] = ssl_context
         return openai.AsyncOpenAI(
             api_key=self._key.reveal() if self._key else NO_KEY_PLACEHOLDER,
             base_url=self._base_url.reveal(),
             timeout=self.timeout_s,
             max_retries=0,  # our own loop retries, and counts
-            # the SDK's own HTTP client settings, with one TLS context for all clients
-            http_client=openai.DefaultAsyncHttpxClient(verify=ssl_context) if ssl_context is not None else None,
+            default_headers={"Accept-Encoding": "identity"},
+            http_client=openai.DefaultAsyncHttpxClient(**http),
         )
 
     def _state(self) -> _LoopState:
@@ -328,11 +426,12 @@ class OpenAICompatBackend(Backend):
             answer_prefix_mode=self.answer_prefix_mode,
             max_tokens_param=self.max_tokens_param,
         )
+        bound = response_bound(request, self.top_logprobs)
         started = time.monotonic()
         attempt = 0
         while True:
             try:
-                result = await self._attempt(client, request, body, extra_body)
+                result = await self._attempt(client, request, body, extra_body, bound)
             except Retryable as failure:
                 reason = self._scrub(failure.reason)
                 if failure.retry_after is not None and failure.retry_after > self.max_retry_after_s:
@@ -353,7 +452,7 @@ class OpenAICompatBackend(Backend):
             return result
 
     async def _attempt(
-        self, client: Any, request: CallRequest, body: dict[str, Any], extra_body: dict[str, Any]
+        self, client: Any, request: CallRequest, body: dict[str, Any], extra_body: dict[str, Any], bound: int
     ) -> CallResult:
         import openai
 
@@ -367,7 +466,7 @@ class OpenAICompatBackend(Backend):
                 "/chat/completions",
                 cast_to=object,
                 body={**body, **extra_body} if extra_body else body,
-                options={"headers": {header: "true"}, "timeout": self.timeout_s},
+                options={"headers": {header: "true", _BOUND_HEADER: str(bound)}, "timeout": self.timeout_s},
             )
             # A limit on the attempt as a whole; asyncio.timeout (3.11+) adds no task per call.
             if hasattr(asyncio, "timeout"):
@@ -375,6 +474,12 @@ class OpenAICompatBackend(Backend):
                     raw = await post
             else:  # pragma: no cover - Python 3.10
                 raw = await asyncio.wait_for(post, timeout=self.timeout_s)
+            refused = raw.http_response.extensions.get(_REFUSED)
+            if refused is not None:  # the body was not read past its bound
+                too_big, why = refused
+                if not too_big:
+                    raise Retryable(why)
+                return too_large(bound, why)
             payload = raw.http_response.content
             if self._key:  # a server that echoes the key into its answer must not get it stored
                 payload = payload.replace(self._key.reveal().encode(), b"***")
@@ -455,17 +560,26 @@ class OpenAICompatBackend(Backend):
 
 
 @functools.lru_cache(maxsize=1)
-def _shared_ssl_context() -> Any:
-    """The TLS context the SDK's HTTP library would build for each client, built once: each one
-    loads the CA bundle (about 25 ms), and a backend opens a client per 8 calls in flight.
-    None (each client builds its own) when the SDK's HTTP library is not the expected one."""
+def _http_library() -> Any:
+    """The HTTP library under the SDK's client (httpx, or httpx2 in newer SDKs), imported with it."""
     import sys
 
     import openai
 
     base = next((c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient"), None)
     library = sys.modules.get(base.__module__.split(".")[0]) if base is not None else None
-    create = getattr(library, "create_ssl_context", None)
+    if library is None or not hasattr(library, "AsyncByteStream"):
+        raise BackendError("openai: this openai SDK's HTTP client is not httpx-like; judgeblender cannot bound "
+                           "its response bodies (install an openai SDK version it supports)")
+    return library
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_ssl_context() -> Any:
+    """The TLS context the SDK's HTTP library would build for each client, built once: each one
+    loads the CA bundle (about 25 ms), and a backend opens a client per 8 calls in flight.
+    None (each client builds its own) when the SDK's HTTP library has no such function."""
+    create = getattr(_http_library(), "create_ssl_context", None)
     return create() if callable(create) else None
 
 

@@ -11,11 +11,20 @@ import json
 import math
 from typing import Any, Literal
 
-from ..calls import CallRequest, CallResult
+from ..calls import FAILED_CALL, CallRequest, CallResult
 from ..errors import BackendError
 from .base import LogprobsUnsupported, normalise_choice_probs
 
 AnswerPrefixMode = Literal["instruct", "prefill"]
+
+# The largest response body kept for a request: RESPONSE_OVERHEAD_BYTES for the envelope (id,
+# model, usage, fingerprints and the extra fields servers add), plus RESPONSE_BYTES_PER_TOKEN
+# for each token the request allows and each of its top_logprobs alternatives, and never more
+# than RESPONSE_HARD_CAP_BYTES. A body over it is not read further: the answer is recorded
+# invalid ("answer too large"), with none of its text. Why these values: docs/served-models.md.
+RESPONSE_OVERHEAD_BYTES = 16 * 1024
+RESPONSE_BYTES_PER_TOKEN = 256
+RESPONSE_HARD_CAP_BYTES = 4 * 1024 * 1024
 
 
 class Retryable(Exception):
@@ -75,6 +84,22 @@ def build_chat_body(
     return body, extra
 
 
+def response_bound(request: CallRequest, top_logprobs: int = 20) -> int:
+    """The most bytes a response to `request` may have: overhead + max_tokens x the per-token
+    allowance x (1 + top_logprobs), capped. Logprobs mode asks for one token and top_logprobs
+    alternatives; generate mode for max_tokens tokens and none."""
+    tokens, alternatives = (1, top_logprobs) if request.mode == "logprobs" else (request.max_tokens, 0)
+    return min(RESPONSE_HARD_CAP_BYTES,
+               RESPONSE_OVERHEAD_BYTES + max(tokens, 1) * RESPONSE_BYTES_PER_TOKEN * (1 + alternatives))
+
+
+def too_large(bound: int, seen: str) -> CallResult:
+    """The answer kept for a response over its bound: none of its text, only why (interpret
+    reads `refused` as invalid, in either mode)."""
+    return CallResult(text="", extra={"refused": f"answer too large: {seen}, over the bound of {bound:,} "
+                                                 "bytes for this request"})
+
+
 def _first_choice(data: dict[str, Any]) -> dict[str, Any]:
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices:
@@ -98,14 +123,30 @@ def _extra(data: dict[str, Any], choice: dict[str, Any]) -> dict[str, Any]:
     for key in ("model", "system_fingerprint", "id"):
         if isinstance(data.get(key), str):
             extra["served_" + key if key != "id" else "response_id"] = data[key]
-    if isinstance(choice.get("finish_reason"), str):
-        extra["finish_reason"] = choice["finish_reason"]
+    finish = finish_reason(choice)
+    if finish is not None:
+        extra["finish_reason"] = finish
     return extra
 
 
+def finish_reason(choice: dict[str, Any]) -> str | None:
+    """The choice's finish_reason as the server spelled it (cut to 40 characters, as it is
+    shown in invalid reasons), or None when it is missing or null."""
+    finish = choice.get("finish_reason")
+    if finish is None:
+        return None
+    if not isinstance(finish, str):
+        finish = json.dumps(finish)
+    return finish[:40]
+
+
 def parse_generate(data: dict[str, Any]) -> CallResult:
-    """A CallResult from a chat completion, or Retryable when it carries no text."""
+    """A CallResult from a chat completion, or Retryable when it carries no text or the server
+    says the call failed (calls.FAILED_CALL: aborted, errored), whatever text it holds."""
     choice = _first_choice(data)
+    finish = finish_reason(choice)
+    if finish in FAILED_CALL:
+        raise Retryable(f"the server ended the call without an answer (finish_reason: {finish})")
     message = choice.get("message")
     if not isinstance(message, dict):
         raise Retryable("malformed answer: the choice has no message")

@@ -3,7 +3,8 @@
 Rules are tried in order; the first whose `contains` text occurs in the prompt (system and
 user messages joined) answers. A rule gives `output` (generate mode) and optionally `probs`
 (logprobs mode, a distribution over the step's choices). A queue, when given, answers calls
-in order before any rule. Every request is recorded in `calls` for assertions.
+in order before any rule. Generated answers end with finish_reason "stop" unless a rule gives
+another (or null for none). Every request is recorded in `calls` for assertions.
 Model string: `scripted:PATH.json` with {"rules": [...], "default": "...", "logprobs": true}.
 """
 
@@ -70,8 +71,10 @@ class ScriptedBackend(Backend):
         tokens_in = len(prompt.split())
         if request.mode == "generate":
             text = str(answer.get("output", ""))
-            # a rule may say how the answer ended, as a server does ("length", "content_filter")
-            extra = {"finish_reason": answer["finish_reason"]} if "finish_reason" in answer else {}
+            # it ended normally ("stop"), unless a rule says otherwise, as a server does ("length",
+            # "content_filter"; null for a server that sends none)
+            finish = answer.get("finish_reason", "stop")
+            extra = {"finish_reason": finish} if finish is not None else {}
             return CallResult(text=text, tokens_in=tokens_in, tokens_out=len(text.split()), extra=extra)
         if not self.supports_logprobs:
             raise LogprobsUnsupported("this scripted model has no logprobs")

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from .. import asyncrun
 from ..backends.base import LogprobsUnsupported
-from ..calls import CallRequest, CallResult, Message, call_key
+from ..calls import FINISHED_NORMALLY, CallRequest, CallResult, Message, call_key
 from ..errors import BackendError, CallDeferred, JudgeblenderError, MissingItemsError
 from ..pairs import Pair
 from ..parse import parse_grade, parse_yesno
@@ -139,8 +139,29 @@ def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int) -> 
                        json_schema=step.json_schema if step.output == "json" else None)
 
 
-# finish reasons that say the answer is not the model's whole answer
-CUT_ANSWERS = {"length": "cut at the token limit", "content_filter": "withheld by the content filter"}
+# words for the finish reasons (not on calls.FINISHED_NORMALLY) users meet most
+NOT_FINISHED = {"length": "cut at the token limit", "content_filter": "withheld by the content filter",
+                "tool_calls": "a tool call, not a text answer"}
+
+
+def unfinished_reason(finish: str | None) -> str:
+    """Why a generate-mode answer whose finish reason is not on the allow-list is invalid."""
+    if finish is None:
+        return "no finish reason: the server did not say that the answer ended normally"
+    return f"answer {NOT_FINISHED.get(finish, 'did not end normally')} (finish_reason: {finish})"
+
+
+# Backends that generate in this process: they record their finish reason since issue 15, and
+# answers they stored before that are read by _stored_finish.
+IN_PROCESS = frozenset({"llamacpp", "hf"})
+
+
+def _stored_finish(result: CallResult, request: CallRequest) -> None:
+    """The finish reason of an in-process answer stored before finish reasons were recorded:
+    such a model stops only at its end token or at max_tokens, so fewer tokens than max_tokens
+    is "stop" and max_tokens is "length" (cut); no token count leaves it missing (invalid)."""
+    if result.tokens_out > 0:
+        result.extra["finish_reason"] = "stop" if result.tokens_out < request.max_tokens else "length"
 
 
 def step_examples(template: PromptTemplate, step: Step) -> list[dict[str, Any]]:
@@ -158,10 +179,15 @@ def interpret(step: Step, scale: list[int], request: CallRequest, result: CallRe
 
     The answer is read on the step's own scale (its `labels`, else the template's `scale`);
     a JSON verdict equal to one of the template's `examples` (`step_examples`) is not a verdict.
-    Never a label from a non-answer: in logprobs mode the label tokens must hold at least
-    `min_choice_mass` of the next-token probability; in generate mode an answer the server
-    cut at the token limit or filtered (its finish_reason) is invalid, whatever it holds."""
+    Never a label from a non-answer: an answer the backend refused to keep (too large) is
+    invalid in either mode; in logprobs mode the label tokens must hold at least
+    `min_choice_mass` of the next-token probability; in generate mode an answer counts only
+    when its finish_reason says it ended normally (calls.FINISHED_NORMALLY): cut at the token
+    limit, filtered, ended any other way or without a finish reason, it is invalid."""
     levels = step.labels or scale
+    refused = result.extra.get("refused")
+    if refused:
+        return StepOutcome(step.id, result.text, None, str(refused))
     if request.mode == "logprobs":
         if not result.probs or not result.choice_mass:
             return StepOutcome(step.id, result.text, None, "no probability on any answer token",
@@ -174,8 +200,8 @@ def interpret(step: Step, scale: list[int], request: CallRequest, result: CallRe
         value: int | None = (1 if best == "Yes" else 0) if step.output == "yesno" else int(best)
         return StepOutcome(step.id, result.text, value, None, result.probs, result.choice_mass)
     finish = result.extra.get("finish_reason")
-    if finish in CUT_ANSWERS:
-        return StepOutcome(step.id, result.text, None, f"answer {CUT_ANSWERS[finish]} (finish_reason: {finish})")
+    if finish not in FINISHED_NORMALLY:
+        return StepOutcome(step.id, result.text, None, unfinished_reason(finish))
     if step.output == "text":
         text = result.text.strip()
         return StepOutcome(step.id, result.text, text or None, None if text else "empty output")
@@ -207,6 +233,7 @@ async def _run_calls(
     writer = _GroupCommit(store) if store else None
     reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(requests))
     no_logprobs: list[LogprobsUnsupported] = []
+    in_process = judge.backend.kind in IN_PROCESS
 
     examples: dict[str, list[dict[str, Any]]] = {}  # by step id
 
@@ -235,6 +262,8 @@ async def _run_calls(
             hit = store.get(key) if store else None
             if hit is not None:
                 stats.cache_hits += 1
+                if in_process and req.mode == "generate" and "finish_reason" not in hit.result.extra:
+                    _stored_finish(hit.result, req)
                 count(i, outcome_of(i, hit.result, cached=True))
                 reporter.answered_from_store()
                 continue
