@@ -30,11 +30,9 @@ from judgeblender.store import CallStore
 
 
 def stored_calls(tmp_path: Path) -> list[tuple[str, str]]:
-    db = sqlite3.connect(tmp_path / "s.sqlite")
-    try:
-        return db.execute("SELECT raw_output, extra FROM calls").fetchall()
-    finally:
-        db.close()
+    """(raw output, extra as JSON text) of every stored call, read through the store."""
+    with CallStore(tmp_path / "s.sqlite") as store:
+        return [(rec["raw_output"], json.dumps(rec["extra"] or {})) for rec in store.iter_calls()]
 
 
 def served_judge(srv: OpenAITestServer, **options) -> Judge:
