@@ -140,7 +140,13 @@ class LlamaCppBackend(Backend):
         """The longest token's piece in bytes (read once from the vocabulary): a character is at
         least one byte, so no token covers more characters."""
         if self._max_piece is None:
-            self._max_piece = max(len(self._piece_bytes(t)) for t in range(self._n_vocab))
+            import ctypes
+
+            import llama_cpp
+
+            size, vocab, to_piece = 256, self.llm._model.vocab, llama_cpp.llama_token_to_piece
+            buf = ctypes.create_string_buffer(size)  # one buffer: a piece longer than it returns -length
+            self._max_piece = max(abs(to_piece(vocab, t, buf, size, 0, False)) for t in range(self._n_vocab))
         return max(self._max_piece, 1)
 
     def _piece_bytes(self, token: int) -> bytes:
