@@ -249,3 +249,35 @@ def test_a_hugging_face_tokenizer_cuts_at_its_offsets_with_at_most_two_calls(hf_
         assert len(kept_ids) >= budget - 3  # only a character split across tokens is left out
     kept, cut = truncate_passage("abc " * 3_000_000, 50, hf_tiny)  # 12 MB, cut to its head first
     assert cut["passage_tokens"] is None and len(tok.encode(kept, add_special_tokens=False)) <= 50
+
+
+# --- a real Ray runtime: the cut runs in the worker that holds the tokenizer ---------------------
+@pytest.mark.ray
+def test_a_20_mb_passage_judged_on_ray_workers_is_cut_from_its_head(monkeypatch):
+    ray = pytest.importorskip("ray")
+    from openai_server import OpenAITestServer
+
+    from judgeblender.judges.ray_executor import RayBackend
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.setenv("PYTHONPATH", src)  # workers import this checkout's judgeblender
+    monkeypatch.setenv("JB_TEST_KEY", "sk-test")
+    ray.init(address="local", num_cpus=1, object_store_memory=200 * 1024**2, include_dashboard=False,
+             _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        with OpenAITestServer("##final score: 1") as server:
+            backend = RayBackend("openai:m", {"base_url": server.base_url, "api_key_env": "JB_TEST_KEY",
+                                              "context_tokens": 4096}, workers=1)
+            judge = Judge(JudgeSpec(model="openai:m"), backend=backend)
+            try:
+                run = judge_pairs([judge], [Pair("q1", "d1")], {"q1": "goldfish food"}, {"d1": TEXT * 240_000})
+            finally:
+                backend.close()
+            sent = server.requests[0].body["messages"][-1]["content"]
+    finally:
+        ray.shutdown()
+    j = run.judgments[judge.id][Pair("q1", "d1")]
+    assert j.label == 1 and j.truncated["passage_chars"] == len(TEXT) * 240_000
+    assert j.truncated["passage_tokens"] is None  # the worker tokenized a head, never the 20 MB
+    assert j.truncated["kept_tokens"] <= 4096 and len(sent.encode()) < 4096 * 3
