@@ -235,3 +235,11 @@ def test_a_gold_label_that_is_missing_is_an_error_where_a_label_is_required():
         jb.agreement(gold, pred)
     pred.loc[1, "label"] = None  # an invalid prediction is counted, not an error
     assert jb.agreement(gold.iloc[:1], pred, bootstrap=0).invalid == 1
+
+
+def test_a_passage_with_a_lone_surrogate_is_refused_as_the_corpus_reader_refuses_it(mock_model, tmp_path):
+    """The CLI's corpus reader refuses "\\ud800" (text no UTF-8 writer or tokenizer takes): so does
+    the library, even with skip_missing, since the text is there but unusable."""
+    with pytest.raises(JudgeblenderError, match=r"pair \(q1, d3\): its passage is not Unicode text \(a lone surrogate\)"):
+        judge_frame(frame(d3="kettles \ud800 boil"), "mock:m", tmp_path, skip_missing=True)
+    assert mock_model.calls == []

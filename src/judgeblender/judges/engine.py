@@ -129,13 +129,15 @@ def resolve_pairs(
             raise MissingItemsError("passage", [p.docid for p in no_passage], len(pairs), corpus_source)
     skipped = [(p, "query missing") for p in no_query] + [(p, "passage missing") for p in no_passage]
     missing = {p for p, _ in skipped}
-    unfit = [(p, kind, problem) for p in pairs if p not in missing
-             for kind, text in (("query", queries[p.qid]), ("passage", corpus[p.docid]))
-             for problem in (text_problem(text),) if problem is not None]
-    refused = [u for u in unfit if not skip_missing or u[2].startswith("not text")]
+    judged = [p for p in pairs if p not in missing]
+    problems = {("query", q): text_problem(queries[q]) for q in {p.qid for p in judged}}  # each text once
+    problems.update({("passage", d): text_problem(corpus[d]) for d in {p.docid for p in judged}})
+    unfit = [(p, kind, problem) for p in judged for kind, key in (("query", p.qid), ("passage", p.docid))
+             for problem in (problems[kind, key],) if problem is not None]
+    refused = [u for u in unfit if not skip_missing or u[2].startswith("not ")]  # a wrong type is never skipped
     if refused:
         (qid, docid), kind, problem = refused[0]
-        hint = "" if refused[0][2].startswith("not text") else "; pass --skip-missing to judge the rest and report them"
+        hint = "" if problem.startswith("not ") else "; pass --skip-missing to judge the rest and report them"
         raise JudgeblenderError(f"pair ({qid}, {docid}): its {kind} is {problem}, expected a non-blank string "
                                 f"({len(refused)} of {len(pairs)} pairs like this){hint}")
     first_reason = {p: f"{kind} {problem}" for p, kind, problem in reversed(unfit)}  # the query's, if both

@@ -10,7 +10,10 @@ rubric jury, says what is wrong, so the same input gives the same error text eve
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
+
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def is_missing(value: Any) -> bool:
@@ -24,7 +27,10 @@ def text_problem(value: Any) -> str | None:
     """None for a non-blank string; else what the value is instead ("missing (NaN)", "blank",
     "not text (int 5)"), for an error or a skip reason."""
     if isinstance(value, str):
-        return "blank" if not value or value.isspace() else None
+        if not value or value.isspace():
+            return "blank"
+        # a lone surrogate (from a JSON \u escape) is text no UTF-8 writer or tokenizer can take
+        return "not Unicode text (a lone surrogate)" if SURROGATE.search(value) else None
     if is_missing(value):
         shown = "None" if value is None else "NaN" if isinstance(value, float) else "<NA>"
         return f"missing ({shown})"
