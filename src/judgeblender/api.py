@@ -21,16 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from . import convert
-from .blend import BallotTable, Blender, BlendResult, Vote
+from .blend import LABELS, BallotTable, Blender, BlendResult, Vote
 from .blend.calibrate import CalibrationReport, LearnedBlend, cross_validate, fit_blend
 from .errors import JudgeblenderError
 from .evaluate import AgreementReport, correlate as correlate_reports
 from .evaluate import agreement as agreement_report
 from .evaluate.intervals import CONFIDENCE
 from .evaluate.leaderboard import DEFAULT_MEASURES
-from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, summary_rows
+from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, resolve_pairs, summary_rows
 from .backends.registry import command_options, is_scorer
 from .judges.panel import Panel, ballots_from_run, get_panel
+from .pairs import Pair
+from .pairs.texts import is_missing
 
 JudgeLike = "str | JudgeSpec | Mapping[str, Any]"
 
@@ -78,12 +80,23 @@ def panel(judges: Any, *, prompt: str = "umbrela", mode: str = "generate",
 
 # -- judging ----------------------------------------------------------------------------------
 
-def _texts(df, column: str, key: str) -> dict[str, str]:
-    """{id: text} from a DataFrame's key and text columns; one id with two texts is an error."""
-    out: dict[str, str] = {}
-    for k, text in zip(df[key].astype(str), df[column]):
-        if out.setdefault(k, str(text)) != str(text):
-            raise JudgeblenderError(f"the {key} {k!r} comes with two different {column} texts")
+def _same_text(a: Any, b: Any) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a == b
+    return a is b or (is_missing(a) and is_missing(b)) or (type(a) is type(b) and repr(a) == repr(b))
+
+
+def _texts(df, column: str, key: str) -> dict[str, Any]:
+    """{id: text} from a DataFrame's key and text columns, the texts as given (resolve_pairs
+    checks them); one id with two different texts is an error naming both pairs."""
+    out: dict[str, Any] = {}
+    first: dict[str, tuple[str, str]] = {}
+    for k, pair, text in zip(df[key].astype(str), zip(df["qid"].astype(str), df["docid"].astype(str)), df[column]):
+        if k not in out:
+            out[k], first[k] = text, pair
+        elif not _same_text(out[k], text):
+            raise JudgeblenderError(f"pairs ({', '.join(first[k])}) and ({', '.join(pair)}): the {key} {k!r} comes "
+                                    f"with two different {column} texts")
     return out
 
 
@@ -121,6 +134,8 @@ def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = Non
 
     the_panel = panel(judges, prompt=prompt, mode=mode, options=options)
     keys, query_texts, passages = _inputs(pairs, queries, corpus)
+    # the engine checks again; here it runs before a store file is made or a model loaded
+    resolve_pairs([Pair(*k) for k in keys], query_texts, passages, skip_missing)
     opened = CallStore(store) if isinstance(store, (str, Path)) else None
     try:
         run = judge_pairs(the_panel.judges, keys, query_texts, passages, opened or store, skip_missing=skip_missing)
@@ -193,6 +208,9 @@ def ballots(labels: Any) -> BallotTable:
     if convert.is_frame(labels):
         if "judge" not in labels.columns:
             raise JudgeblenderError("a jury's labels need a judge column (qid, docid, judge, label)")
+        no_judge = labels.index[labels["judge"].isna()]
+        if len(no_judge):  # groupby would drop these rows
+            raise JudgeblenderError(f"a jury's labels: row {no_judge[0]} has no judge ({len(no_judge)} rows like it)")
         labels = {j: group for j, group in labels.groupby("judge", sort=False)}
     if not isinstance(labels, Mapping):
         raise JudgeblenderError(f"a jury's labels: a Judged run, a DataFrame with a judge column or "
@@ -200,7 +218,7 @@ def ballots(labels: Any) -> BallotTable:
     rows: dict[tuple[str, str], dict[str, Vote]] = {}
     invalid = {}
     for jid, given in labels.items():
-        found = convert.triples(given, f"judge {jid}")
+        found = convert.triples(given, f"judge {jid}", scale=LABELS)
         invalid[str(jid)] = sum(v is None for *_, v in found)
         for q, d, v in found:
             rows.setdefault((q, d), {})[str(jid)] = Vote(v)
@@ -247,7 +265,7 @@ def calibrate(labels: Any, gold: Any, learner: str = "thresholds", *, folds: int
               tie: str = "avg") -> Calibrated:
     """Learn how to blend a jury (learner: thresholds, weights or logistic) on gold labels, scored
     on held-out queries (k folds by query). A warning says when a single member beats the blend."""
-    table, gold_qrels = ballots(labels), convert.qrels(gold, "gold")
+    table, gold_qrels = ballots(labels), convert.qrels(gold, "gold", required=True)
     try:
         report = cross_validate(table, gold_qrels, learner, folds=folds, seed=seed, tie=tie)
         learned = fit_blend(table, gold_qrels, learner, tie=tie, seed=seed)
@@ -269,7 +287,7 @@ def agreement(gold: Any, pred: Any, *, name: str = "prediction", invalid: int | 
         raise JudgeblenderError("agreement compares one set of labels with gold; these are several judges': "
                                 "pass a blend (run.blend()), one judge's rows, or use run.agreement(gold)")
     count = convert.invalid_count(pred) if invalid is None else invalid
-    return agreement_report(convert.qrels(gold, "gold"), convert.qrels(pred, name), name, count,
+    return agreement_report(convert.qrels(gold, "gold", required=True), convert.qrels(pred, name), name, count,
                             bootstrap=bootstrap, seed=seed, confidence=confidence)
 
 
@@ -292,7 +310,7 @@ def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str]
     import pandas as pd
 
     preds = {name: convert.qrels(p, name) for name, p in _named_labels(predictions).items()}
-    reports = correlate_reports(convert.qrels(gold, "gold"), preds, convert.runs(runs), measures, bootstrap, seed,
+    reports = correlate_reports(convert.qrels(gold, "gold", required=True), preds, convert.runs(runs), measures, bootstrap, seed,
                                 confidence)
     return pd.DataFrame([r.to_dict() for r in reports])
 

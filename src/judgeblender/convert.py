@@ -17,7 +17,6 @@ qid, docid, score (ir_measures' query_id, doc_id, score), a {qid: {docid: score}
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -59,61 +58,89 @@ def _columns(df, needed: tuple[str, ...], what: str):
     return df
 
 
-def _label(value: Any, where: str) -> int | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or str(value) == "<NA>":
+def _label(value: Any, where: str, scale: tuple[int, ...] | None, required: bool) -> int | None:
+    """An integer label (a float column's 2.0 too), or None for an invalid (NaN/None/<NA>) one.
+    Text, booleans, fractions, labels off `scale`, and with `required` a missing one, are errors."""
+    from .pairs.texts import is_missing
+
+    if is_missing(value):
+        if required:
+            raise JudgeblenderError(f"{where}: a label is required, got {value!r}")
         return None
-    if isinstance(value, bool):
-        raise JudgeblenderError(f"{where}: a label must be an integer, got {value!r}")
+    want = f"a label must be an integer in {list(scale)}" if scale else "a label must be an integer"
+    if isinstance(value, (bool, str, bytes)) or type(value).__name__ in ("bool", "bool_", "str_", "bytes_"):
+        raise JudgeblenderError(f"{where}: {want}, got {value!r}")
     try:
         as_int = int(value)
-    except (TypeError, ValueError):
-        raise JudgeblenderError(f"{where}: a label must be an integer, got {value!r}") from None
-    if as_int != value and not isinstance(value, str):
-        raise JudgeblenderError(f"{where}: a label must be an integer, got {value!r}")
+    except (TypeError, ValueError, OverflowError):
+        raise JudgeblenderError(f"{where}: {want}, got {value!r}") from None
+    if as_int != value or (scale and as_int not in scale):
+        raise JudgeblenderError(f"{where}: {want}, got {value!r}")
     return as_int
 
 
-def triples(labels: Any, what: str = "labels") -> list[Triple]:
-    """(qid, docid, label) for every pair, in the order given; label None where invalid."""
-    if isinstance(labels, (str, Path)):
-        from .pairs.qrels import read_qrels
+def _id(value: Any, where: str, column: str) -> str:
+    """A qid or docid as text; a missing (NaN, None, <NA>) or blank one is an error naming its row."""
+    from .pairs.texts import is_missing
 
-        labels = read_qrels(labels)
+    if is_missing(value) or (isinstance(value, str) and (not value or value.isspace())):
+        raise JudgeblenderError(f"{where}: expected a {column}, got {value!r}")
+    return str(value)
+
+
+def _rows(labels: Any, what: str) -> tuple[Iterable[tuple[Any, Any, Any, Any]], str]:
+    """(position, qid, docid, label) of labels in any shape, and what a position counts."""
     if is_frame(labels):
         df = _columns(labels, ("qid", "docid", "label"), what)
-        return [(str(q), str(d), _label(v, f"{what}: {q} {d}"))
-                for q, d, v in zip(df["qid"], df["docid"], df["label"])]
+        return zip(df.index, df["qid"], df["docid"], df["label"]), "row"
     if isinstance(labels, Mapping):
-        out = []
-        for qid, docs in labels.items():
-            if not isinstance(docs, Mapping):
-                raise JudgeblenderError(f"{what}: a qrels dict maps qid -> {{docid: label}}; "
-                                        f"query {qid!r} maps to {type(docs).__name__}")
-            out += [(str(qid), str(d), _label(v, f"{what}: {qid} {d}")) for d, v in docs.items()]
-        return out
+        def nested():
+            for qid, docs in labels.items():
+                if not isinstance(docs, Mapping):
+                    raise JudgeblenderError(f"{what}: a qrels dict maps qid -> {{docid: label}}; "
+                                            f"query {qid!r} maps to {type(docs).__name__}")
+                yield from ((f"{qid}/{d}", qid, d, v) for d, v in docs.items())
+        return nested(), "key"
     if isinstance(labels, Iterable):
-        out = []
-        for n, row in enumerate(labels, start=1):
-            fields = (row.query_id, row.doc_id, row.relevance) if hasattr(row, "relevance") else tuple(row)
-            if len(fields) != 3:
-                raise JudgeblenderError(f"{what}: row {n} should be (qid, docid, label), got {row!r}")
-            q, d, v = fields
-            out.append((str(q), str(d), _label(v, f"{what}: {q} {d}")))
-        return out
+        def items():
+            for n, row in enumerate(labels, start=1):
+                fields = (row.query_id, row.doc_id, row.relevance) if hasattr(row, "relevance") else tuple(row)
+                if len(fields) != 3:
+                    raise JudgeblenderError(f"{what}: row {n} should be (qid, docid, label), got {row!r}")
+                yield (n, *fields)
+        return items(), "row"
     raise JudgeblenderError(f"{what}: expected a DataFrame, a qrels dict, (qid, docid, label) tuples or a "
                             f"qrels file, got {type(labels).__name__}")
 
 
-def qrels(labels: Any, what: str = "labels") -> dict[str, dict[str, int]]:
-    """{qid: {docid: label}} of the valid labels; a pair labelled twice differently is an error."""
+def triples(labels: Any, what: str = "labels", *, scale: tuple[int, ...] | None = None,
+            required: bool = False) -> list[Triple]:
+    """(qid, docid, label) for every pair, in the order given; label None where invalid.
+
+    The qrels files' rule holds for every shape (pairs.qrels.one_label_per_pair): a pair given
+    twice with the same label is kept once, with a warning that says how many; with another
+    label it is an error. A label that is not an integer (of `scale`, when given) is an error
+    naming its row; so is a missing one when `required` (gold labels)."""
+    from .pairs.qrels import one_label_per_pair, read_qrels
+    from .pairs.textfile import report_repair
+
+    if isinstance(labels, (str, Path)):
+        return [(q, d, v) for q, docs in read_qrels(labels, allowed=scale).items() for d, v in docs.items()]
+    rows, unit = _rows(labels, what)
+    checked = ((where, _id(q, f"{what}: {unit} {where}", "qid"), _id(d, f"{what}: {unit} {where}", "docid"),
+                _label(v, f"{what}: {unit} {where} ({q} {d})", scale, required), v) for where, q, d, v in rows)
+    found, repeats = one_label_per_pair(checked, lambda where, expected, got: JudgeblenderError(
+        f"{what}: {unit} {where}: expected {expected}, got {got!r}"))
+    report_repair(what, f"{len(repeats)} repeated identical labels kept once", repeats, unit)
+    return [(q, d, v) for (q, d), v in found.items()]
+
+
+def qrels(labels: Any, what: str = "labels", *, required: bool = False) -> dict[str, dict[str, int]]:
+    """{qid: {docid: label}} of the valid labels (each pair once: see `triples`)."""
     out: dict[str, dict[str, int]] = {}
-    for q, d, v in triples(labels, what):
-        if v is None:
-            continue
-        docs = out.setdefault(q, {})
-        if docs.get(d, v) != v:
-            raise JudgeblenderError(f"{what}: {q} {d} is labelled both {docs[d]} and {v}")
-        docs[d] = v
+    for q, d, v in triples(labels, what, required=required):
+        if v is not None:
+            out.setdefault(q, {})[d] = v
     return out
 
 
@@ -139,7 +166,8 @@ def pairs(items: Any, what: str = "pairs") -> list[tuple[str, str]]:
         return [(p.qid, p.docid) for p in read_pairs(items)]
     if is_frame(items):
         df = _columns(items, ("qid", "docid"), what)
-        found = list(zip(df["qid"].astype(str), df["docid"].astype(str)))
+        found = [(_id(q, f"{what}: row {i}", "qid"), _id(d, f"{what}: row {i}", "docid"))
+                 for i, q, d in zip(df.index, df["qid"], df["docid"])]
     else:
         found = []
         for n, item in enumerate(items, start=1):

@@ -49,6 +49,18 @@ class Backend(ABC):
         """Tokens in `text` under this model's tokenizer, when one is available."""
         return None
 
+    def token_prefix(self, text: str, n: int) -> tuple[int, int] | None:
+        """From ONE tokenization of `text`: (its tokens, how many of its characters the first `n`
+        tokens cover; a character split between token n and n+1 is not covered). None when this
+        model cannot tell (no tokenizer, or pieces that do not spell the text): the passage is
+        then cut by counting tokens of prefixes (judges/truncate.py)."""
+        return None
+
+    def max_token_chars(self) -> int | None:
+        """A bound on the characters one token covers, when known: a passage is first cut to
+        (budget + 1) x this many characters, so a 20 MB passage is never tokenized whole."""
+        return None
+
     def close(self) -> None:
         """Release model memory or connections."""
 

@@ -84,6 +84,12 @@ class BatchBackend(Backend):
     def count_tokens(self, text: str) -> int | None:
         return self.inner.count_tokens(text)
 
+    def token_prefix(self, text: str, n: int) -> tuple[int, int] | None:
+        return self.inner.token_prefix(text, n)
+
+    def max_token_chars(self) -> int | None:
+        return self.inner.max_token_chars()
+
     def execute(self, request: CallRequest) -> CallResult:
         key = call_key(self.identity(), request)
         if key in self._results or self._queue is not None:

@@ -196,6 +196,7 @@ class HFBackend(Backend):
         self._identity: dict[str, Any] | None = None
         self._decoded_vocab: dict[str, list[int]] | None = None
         self._choice_ids: dict[str, tuple[int, ...]] = {}
+        self._max_token_chars: int | None = None  # read from the vocabulary when first needed
 
     # ----------------------------------------------------------------- identity and sizes
     def _weights_folder_and_files(self) -> tuple[Path, list[Path]]:
@@ -245,6 +246,23 @@ class HFBackend(Backend):
 
     def count_tokens(self, text: str) -> int | None:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def token_prefix(self, text: str, n: int) -> tuple[int, int] | None:
+        """From a fast tokenizer's offsets: where token n+1 starts is where the cut goes."""
+        if not getattr(self.tokenizer, "is_fast", False):
+            return None  # a slow tokenizer has no offsets: count instead
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids, offsets = enc["input_ids"], enc["offset_mapping"]
+        if len(ids) <= n:
+            return len(ids), len(text)
+        return len(ids), min(offsets[n][0], offsets[n - 1][1]) if n else 0
+
+    def max_token_chars(self) -> int | None:
+        """The longest vocabulary entry's length (a byte-level or SentencePiece entry spells at
+        least as many characters as it covers); a wrong bound costs a call, never a wrong cut."""
+        if self._max_token_chars is None:
+            self._max_token_chars = max(1, max(map(len, self.tokenizer.get_vocab()), default=1))
+        return self._max_token_chars
 
     # ----------------------------------------------------------------- prompts
     def render_prompt(self, request: CallRequest) -> tuple[str, str]:

@@ -92,6 +92,7 @@ class LlamaCppBackend(Backend):
         self._lock = threading.Lock()
         self.space_path = space_path
         self._n_vocab = self.llm.n_vocab()
+        self._max_piece: int | None = None  # the longest token in bytes, read when first needed
         self._space = self._space_token()
         self._choice_ids: dict[str, list[int]] = {}
         self._evaluated = 0
@@ -122,6 +123,46 @@ class LlamaCppBackend(Backend):
 
     def count_tokens(self, text: str) -> int | None:
         return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def token_prefix(self, text: str, n: int) -> tuple[int, int] | None:
+        data = text.encode("utf-8")
+        ids = self.llm.tokenize(data, add_bos=False, special=False)  # as count_tokens tokenizes
+        if len(ids) <= n:
+            return len(ids), len(text)
+        kept = b"".join(self._piece_bytes(t) for t in ids[:n])
+        if not data.startswith(kept) and kept[:1] == b" " and data.startswith(kept[1:]):
+            kept = kept[1:]  # a SentencePiece vocabulary's space prefix, which the text lacks
+        if not data.startswith(kept):
+            return None  # the pieces do not spell the text (a normalising tokenizer): count instead
+        return len(ids), len(kept.decode("utf-8", errors="ignore"))  # a split last character is not kept
+
+    def max_token_chars(self) -> int | None:
+        """The longest token's piece in bytes (read once from the vocabulary): a character is at
+        least one byte, so no token covers more characters."""
+        if self._max_piece is None:
+            import ctypes
+
+            import llama_cpp
+
+            size, vocab, to_piece = 256, self.llm._model.vocab, llama_cpp.llama_token_to_piece
+            buf = ctypes.create_string_buffer(size)  # one buffer: a piece longer than it returns -length
+            self._max_piece = max(abs(to_piece(vocab, t, buf, size, 0, False)) for t in range(self._n_vocab))
+        return max(self._max_piece, 1)
+
+    def _piece_bytes(self, token: int) -> bytes:
+        """The bytes a token spells. llama-cpp-python's detokenize reads at most 32 bytes a token
+        (a longer piece comes back wrong), so this asks llama.cpp with a buffer that fits."""
+        import ctypes
+
+        import llama_cpp
+
+        size = 64
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_token_to_piece(self.llm._model.vocab, token, buf, size, 0, False)
+            if n >= 0:
+                return buf.raw[:n]
+            size = -n
 
     # -- prompt formatting ----------------------------------------------------------
     def format_prompt(self, messages: tuple[Message, ...]) -> str:

@@ -21,6 +21,7 @@ from ..backends.base import LogprobsUnsupported
 from ..calls import FINISHED_NORMALLY, CallRequest, CallResult, Message, call_key
 from ..errors import BackendError, CallDeferred, JudgeblenderError, MissingItemsError
 from ..pairs import Pair
+from ..pairs.texts import text_problem
 from ..parse import parse_grade, parse_yesno
 from ..parse.verdict import parse_verdict, template_examples
 from ..prompts import PromptTemplate, Step
@@ -113,7 +114,11 @@ def resolve_pairs(
     pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str], skip_missing: bool = False,
     queries_source: str = "the queries", corpus_source: str = "the corpus",
 ) -> tuple[list[Pair], list[tuple[Pair, str]]]:
-    """Split pairs into judgeable ones and those missing a query or passage."""
+    """Split pairs into judgeable ones and those missing a query or passage.
+
+    The one check of what a prompt will show, for the CLI and the library alike: a query or
+    passage that is absent, NaN, None, <NA> or blank is an error naming the pair (with
+    `skip_missing`, a skip with that reason); one that is not a string is always an error."""
     pairs = list(dict.fromkeys(pairs))
     no_query = [p for p in pairs if p.qid not in queries]
     no_passage = [p for p in pairs if p.qid in queries and p.docid not in corpus]
@@ -124,7 +129,28 @@ def resolve_pairs(
             raise MissingItemsError("passage", [p.docid for p in no_passage], len(pairs), corpus_source)
     skipped = [(p, "query missing") for p in no_query] + [(p, "passage missing") for p in no_passage]
     missing = {p for p, _ in skipped}
+    judged = [p for p in pairs if p not in missing]
+    problems = {("query", q): text_problem(queries[q]) for q in {p.qid for p in judged}}  # each text once
+    problems.update({("passage", d): text_problem(corpus[d]) for d in {p.docid for p in judged}})
+    unfit = [(p, kind, problem) for p in judged for kind, key in (("query", p.qid), ("passage", p.docid))
+             for problem in (problems[kind, key],) if problem is not None]
+    refused = [u for u in unfit if not skip_missing or u[2].startswith("not ")]  # a wrong type is never skipped
+    if refused:
+        (qid, docid), kind, problem = refused[0]
+        hint = "" if problem.startswith("not ") else "; pass --skip-missing to judge the rest and report them"
+        raise JudgeblenderError(f"pair ({qid}, {docid}): its {kind} is {problem}, expected a non-blank string "
+                                f"({len(refused)} of {len(pairs)} pairs like this){hint}")
+    first_reason = {p: f"{kind} {problem}" for p, kind, problem in reversed(unfit)}  # the query's, if both
+    skipped += [(p, first_reason[p]) for p in dict.fromkeys(p for p, _, _ in unfit)]
+    missing |= set(first_reason)
     return [p for p in pairs if p not in missing], skipped
+
+
+def _size(cut: dict[str, int | None]) -> str:
+    """A cut passage's size: its tokens where it was tokenized whole, else its characters."""
+    if cut["passage_tokens"] is not None:
+        return f"{cut['passage_tokens']} tokens"
+    return f"{cut['passage_chars']} characters"
 
 
 def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int) -> CallRequest:
@@ -368,7 +394,7 @@ async def _run_judge(
             stats.no_room += 1
             state.done = True
             j.invalid_reason = (f"not judged: the prompt leaves no room for the {field} in the model's "
-                                f"{judge.backend.context_tokens()}-token context ({cut['passage_tokens']} tokens)")
+                                f"{judge.backend.context_tokens()}-token context ({_size(cut)})")
         states.append(state)
 
     steps = judge.template.steps

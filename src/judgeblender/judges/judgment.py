@@ -33,7 +33,7 @@ class Judgment:
     reason: str | None = None  # a rubric judge's one-line reason
     invalid_reason: str | None = None
     steps: list[StepOutcome] = field(default_factory=list)
-    truncated: dict[str, int] | None = None
+    truncated: dict[str, int | None] | None = None
     fallback: str | None = None
     stopped_at: str | None = None
     # logprobs mode: the least share of next-token mass on the label tokens an answer needed

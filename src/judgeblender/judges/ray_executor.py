@@ -213,6 +213,12 @@ class JudgeWorker:
     def count_tokens(self, text: str) -> int | None:
         return self.backend.count_tokens(text)  # type: ignore[union-attr]
 
+    def token_prefix(self, text: str, n: int) -> tuple[int, int] | None:
+        return self.backend.token_prefix(text, n)  # type: ignore[union-attr]
+
+    def max_token_chars(self) -> int | None:
+        return self.backend.max_token_chars()  # type: ignore[union-attr]
+
     def retries_total(self) -> int:
         return int(getattr(self.backend, "retries_total", 0))
 
@@ -310,6 +316,7 @@ class RayBackend(Backend):
         self._capacity = [max(1, min(self.plan.concurrency, i["max_concurrency"])) for i in infos]
         self.max_concurrency = sum(self._capacity)
         self._context_tokens = first["context_tokens"]
+        self._max_token_chars: list[int | None] = []  # asked of a worker when first needed
 
     def identity(self) -> dict[str, Any]:
         return self._identity
@@ -328,6 +335,14 @@ class RayBackend(Backend):
 
     def _live(self) -> list[int]:
         return [i for i in range(len(self.actors)) if i not in self._dead]
+
+    def token_prefix(self, text: str, n: int) -> tuple[int, int] | None:
+        return self._ray.get(self.actors[0].token_prefix.remote(text, n))
+
+    def max_token_chars(self) -> int | None:
+        if not self._max_token_chars:  # a vocabulary scan in the worker, once
+            self._max_token_chars.append(self._ray.get(self.actors[0].max_token_chars.remote()))
+        return self._max_token_chars[0]
 
     @property
     def retries_total(self) -> int:

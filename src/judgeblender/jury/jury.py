@@ -23,6 +23,7 @@ from ..errors import InputError, JudgeblenderError
 from ..judges import Judge, JudgeSpec, build_judge
 from ..judges.engine import JudgeStats, Reporter, SilentReporter, _run_judge
 from ..pairs import Pair
+from ..pairs.texts import text_problem
 from ..store import CallStore
 from .pooling import Pooled, pool
 
@@ -84,6 +85,10 @@ class Jury:
             missing = sorted(needed - {k for k, v in item.items() if v is not None})
             if missing:
                 raise InputError("items", n, f"the fields {sorted(needed)}", f"missing {', '.join(missing)}")
+            unfit = [f"{k} {problem}" for k in sorted(needed) for problem in (text_problem(item[k]),) if problem]
+            if unfit:  # the check the engine makes of queries and passages
+                raise InputError("items", n, f"the fields {sorted(needed)} as non-blank strings (item {item_id})",
+                                 "; ".join(unfit))
             out.append((Pair(item_id, ""), {k: str(v) for k, v in item.items() if k != "id"}))
         return out
 

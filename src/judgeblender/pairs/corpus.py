@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import InputError
 from . import irds
 from .textfile import check_id, clean_text, iter_lines, report_repair
+from .texts import SURROGATE
 
 ID_KEYS = ("docid", "doc_id", "id", "_id", "pid")
 TEXT_KEYS = ("text", "contents", "passage", "body")
-# A JSON escape such as "\ud800" gives a lone surrogate: text no UTF-8 writer or model can take.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _pick(obj: dict, keys: tuple[str, ...]):
@@ -61,7 +59,7 @@ def read_corpus(path: str | Path, wanted: set[str] | None = None) -> Mapping[str
         if text is None or not isinstance(text, str):
             raise InputError(path, lineno, "a text field (" + "/".join(TEXT_KEYS) + ") holding a string", line[:80])
         for value in (str(docid), text):
-            if _SURROGATE.search(value):
+            if SURROGATE.search(value):  # from a JSON escape such as "\ud800"
                 raise InputError(path, lineno, "Unicode text (a JSON \\u escape gives a lone surrogate)", line[:80])
         docid = check_id(path, lineno, str(docid), "doc id")
         if wanted is not None and docid not in wanted:

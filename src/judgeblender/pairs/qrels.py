@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError, JudgeblenderError
 from ..fileio import atomic_write_text
@@ -37,33 +38,53 @@ def _qrels_rows(path: str | Path) -> Iterator[tuple[int, str, str, str]]:
         yield lineno, check_id(path, lineno, cols[0], "query id"), check_id(path, lineno, cols[2], "doc id"), cols[3]
 
 
+_ABSENT = object()
+
+
+def one_label_per_pair(rows: Iterable[tuple[Any, str, str, int | None, Any]],
+                       fail: Callable[[Any, str, Any], Exception]) -> tuple[dict[tuple[str, str], int | None], list[Any]]:
+    """The rule every reader of labels shares (files, DataFrames, tuples, dicts): a pair repeated
+    with the same label is kept once, and the repeats' positions are returned to be reported; a
+    pair repeated with another label (an invalid None counts as one) is an error,
+    `fail(position, expected, got)`, since silently picking one would change the evaluation.
+    `rows` are (position, qid, docid, label, what was given)."""
+    out: dict[tuple[str, str], int | None] = {}
+    repeats: list[Any] = []
+    for where, qid, docid, label, given in rows:
+        seen = out.get((qid, docid), _ABSENT)
+        if seen is _ABSENT:
+            out[(qid, docid)] = label
+        elif seen != label:
+            raise fail(where, f"one label per pair ({qid} {docid} was labelled {seen} before)", given)
+        else:
+            repeats.append(where)
+    return out, repeats
+
+
 def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
     """Read qrels into {qid: {docid: label}}.
 
     Columns are split on any run of spaces and tabs, as trec_eval reads them. A repeated pair
-    with the same label is kept once (reported); a repeated pair with a different label is an
-    error, since silently picking one would change the evaluation. `irds:ID` reads an
-    ir_datasets id's qrels.
+    is kept once (reported) or, with a different label, an error (`one_label_per_pair`).
+    `irds:ID` reads an ir_datasets id's qrels.
     """
     if irds.is_irds(path):
         return irds.read_qrels(path, allowed)
     allowed_set = set(allowed) if allowed is not None else None
+
+    def rows() -> Iterator[tuple[int, str, str, int, str]]:
+        for lineno, qid, docid, raw in _qrels_rows(path):
+            if not _INT.fullmatch(raw):
+                raise InputError(path, lineno, "an integer label in column 4", raw)
+            label = int(raw)
+            if allowed_set is not None and label not in allowed_set:
+                raise InputError(path, lineno, f"a label in {sorted(allowed_set)}", raw)
+            yield lineno, qid, docid, label, raw
+
+    pairs, duplicates = one_label_per_pair(rows(), lambda line, expected, got: InputError(path, line, expected, got))
     qrels: Qrels = {}
-    duplicates: list[int] = []
-    for lineno, qid, docid, raw in _qrels_rows(path):
-        if not _INT.fullmatch(raw):
-            raise InputError(path, lineno, "an integer label in column 4", raw)
-        label = int(raw)
-        if allowed_set is not None and label not in allowed_set:
-            raise InputError(path, lineno, f"a label in {sorted(allowed_set)}", raw)
-        seen = qrels.setdefault(qid, {})
-        if docid in seen:
-            if seen[docid] != label:
-                raise InputError(
-                    path, lineno, f"one label per pair ({qid} {docid} was labelled {seen[docid]} before)", raw
-                )
-            duplicates.append(lineno)
-        seen[docid] = label
+    for (qid, docid), label in pairs.items():
+        qrels.setdefault(qid, {})[docid] = label  # type: ignore[assignment]
     report_repair(path, "repeated identical qrels lines kept once", duplicates)
     return qrels
 
@@ -72,18 +93,15 @@ def read_qrels_abstaining(path: str | Path, allowed: Iterable[int]) -> tuple[dic
     """Like read_qrels, but an unreadable label (e.g. "1.") or one outside `allowed` is kept as
     None: the judge abstained on that pair. Returns the pairs and how many labels were unreadable."""
     allowed_set = set(allowed)
-    out: dict[tuple[str, str], int | None] = {}
-    bad = 0
-    for lineno, qid, docid, raw in _qrels_rows(path):
-        label = int(raw) if _INT.fullmatch(raw) else None  # "²".isdigit() is True, and int("²") raises
-        if label is not None and label not in allowed_set:
-            label = None
-        pair = (qid, docid)
-        if pair in out and out[pair] != label:
-            raise InputError(path, lineno, f"one label per pair ({qid} {docid} was {out[pair]} before)", raw)
-        bad += label is None and pair not in out
-        out[pair] = label
-    return out, bad
+
+    def rows() -> Iterator[tuple[int, str, str, int | None, str]]:
+        for lineno, qid, docid, raw in _qrels_rows(path):
+            label = int(raw) if _INT.fullmatch(raw) else None  # "²".isdigit() is True, and int("²") raises
+            yield lineno, qid, docid, label if label in allowed_set else None, raw
+
+    out, duplicates = one_label_per_pair(rows(), lambda line, expected, got: InputError(path, line, expected, got))
+    report_repair(path, "repeated identical qrels lines kept once", duplicates)
+    return out, sum(label is None for label in out.values())
 
 
 def qrels_size(qrels: Mapping[str, Mapping[str, int]]) -> int:
