@@ -105,7 +105,7 @@ def test_a_judge_run_over_a_20_mb_passage_sends_a_prompt_that_fits(served, monke
         from judgeblender.calls import CallResult
 
         sent.append(request)
-        return CallResult(text="##final score: 1")
+        return CallResult(text="##final score: 1", extra={"finish_reason": "stop"})  # a finished answer
 
     served.aexecute = answer
     judge = Judge(JudgeSpec(model="openai:m"), backend=served)
