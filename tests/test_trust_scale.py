@@ -286,3 +286,28 @@ def test_a_stated_score_alone_in_any_wrapper_and_script_reads_as_itself(case):
     scale, stated, wrapper, digits = case
     text = in_script(wrapper.format(s=stated, top=max(scale), lo=min(scale), hi=max(scale)), digits)
     assert parse_grade(text, scale).label == stated, text
+
+
+@pytest.mark.parametrize("text", ["Final score: " + "9" * 400, "9" * 400, "Score: 1" + "0" * 400 + "/3",
+                                  "The passage rates " + "7" * 320 + " out of 3"])
+def test_a_number_too_large_for_a_float_is_invalid_not_a_traceback(text):
+    result = parse_grade(text)
+    assert result.label is None and "is not a label" in result.invalid_reason
+
+
+def test_every_label_pattern_that_begins_with_a_number_begins_where_a_digit_run_begins():
+    """Tried at every digit of a 300-digit run, a pattern that begins with a number scans the
+    rest of the run each time (quadratic: a 40 KB answer of such runs took 3 s on the event
+    loop). Each such pattern must refuse to start inside a run."""
+    import re as _re
+
+    from judgeblender.parse import labels
+
+    patterns = [v for v in vars(labels).values() if isinstance(v, _re.Pattern)]
+    patterns += [p for v in vars(labels).values() if isinstance(v, list) for p in v if isinstance(p, _re.Pattern)]
+    patterns += [p for v in vars(labels).values() if isinstance(v, list) for item in v if isinstance(item, tuple)
+                 for p in item if isinstance(p, _re.Pattern)]
+    numeric = [p.pattern for p in patterns if _re.match(r"\(?-?\\d|\(\?<!\\d\)", p.pattern)]
+    assert len(numeric) >= 5
+    assert all(p.startswith((labels._AT_RUN_START, "(?<![\\w.])")) for p in numeric), numeric
+    assert parse_grade(("1" * 300 + " ") * 130 + "x").label is None

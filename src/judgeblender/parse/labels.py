@@ -39,11 +39,15 @@ number (bench/parse_cost.py times degenerate 40 KB answers).
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 NUM = r"(-?\d+(?:\.\d+)?)"
+# A pattern that begins with a number begins where a run of digits begins: tried inside a run,
+# it would scan the rest of the run again at every digit (quadratic in a 300-digit run).
+_AT_RUN_START = r"(?<!\d)"
 _DASH = r"(?:-|–|—|‐|−|~|to|through)"
 _RANGE = r"(\d+)\s*" + _DASH + r"\s*(\d+)"
 # Between a key and its value: markdown or quotes, an optional note in parentheses ("Final
@@ -57,18 +61,18 @@ _SEP = (_MARKS + r"(?:\([^()\n]{0,40}\)" + _MARKS + r")?(?:(?:is|of|was)\b" + _M
 _FINAL = re.compile(r"final[\s_-]*score" + _SEP + NUM, re.I)
 _OVERALL = re.compile(r"(?<![a-z0-9])o\s*[:=][\s*]*" + NUM, re.I)
 _KEYED = re.compile(r"(?:relevance\s+)?(?:score|relevance|category|label|grade|answer|rating)" + _SEP + NUM, re.I)
-_OUT_OF = re.compile(NUM + r"\s*(?:out\s+of|/)\s*\d+", re.I)
+_OUT_OF = re.compile(_AT_RUN_START + NUM + r"\s*(?:out\s+of|/)\s*\d+", re.I)
 _LINE_ONLY = re.compile(r"^[\s#*`\"'\[\(]*" + NUM + r"[\s*`\"'\]\).]*$")
 _LINE_NUMBERED = re.compile(r"^[\s#*]*\d+\s*[:.)]\s*" + NUM + r"[\s*.]*$")
 # Scale descriptions that mention every level and must not be read as the answer.
 _SCALE_TEXT = [
-    re.compile(r"\d+\s*(?:-|–|—|to|through)\s*\d+", re.I),
+    re.compile(_AT_RUN_START + r"\d+\s*(?:-|–|—|to|through)\s*\d+", re.I),
     re.compile(r"(?m)^[ \t]*[\"']?\d+[\"']?[ \t]*(?:=|:)[ \t]*[a-z].*$", re.I),
     re.compile(r"[\"']\d+[\"']\s+represents?", re.I),
     re.compile(r"(?:out\s+of|/)\s*\d+", re.I),  # "out of 3": the scale's top, not an answer
 ]
 # "0, 1, 2 or 3": a run of comma-separated numbers (found in one linear pass) that ends in "or/and N"
-_NUMBER_LIST = re.compile(r"\d+(?:\s*,\s*\d+)+")
+_NUMBER_LIST = re.compile(_AT_RUN_START + r"\d+(?:\s*,\s*\d+)+")
 _LIST_END = re.compile(r"\s*,?\s*(?:or|and)\s*\d+", re.I)
 _LONE = re.compile(r"(?<![\w.])" + NUM + r"(?![\w.]|\.\d)")
 
@@ -82,9 +86,9 @@ _PERCENT = re.compile(r"\s*(?:%|percent\b)", re.I)
 # A scale named near the number: (kind, pattern); kinds: a range lo-hi, a top N, N levels.
 _MENTIONS = [
     ("range", re.compile(r"scale(?:\s+(?:of|from))?[\s\"':=(\[]*" + _RANGE, re.I)),
-    ("range", re.compile(_RANGE + r"[\s)\]\"']*(?:-?point\s+)?(?:scale|range)\b", re.I)),
+    ("range", re.compile(_AT_RUN_START + _RANGE + r"[\s)\]\"']*(?:-?point\s+)?(?:scale|range)\b", re.I)),
     ("range", re.compile(r"\(\s*" + _RANGE + r"\s*\)", re.I)),
-    ("levels", re.compile(r"(\d+)[\s-]*point\s+(?:scale|rating)", re.I)),
+    ("levels", re.compile(_AT_RUN_START + r"(\d+)[\s-]*point\s+(?:scale|rating)", re.I)),
     ("top", re.compile(r"scale\s+of\s+(\d+)\b(?!\s*" + _DASH + r"\s*\d)", re.I)),
     ("top", re.compile(r"out\s+of\s+(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?(\d+)", re.I)),
 ]
@@ -109,7 +113,7 @@ def _scale_text(scale: tuple[int, ...]) -> str:
 
 def _level(raw: str, scale: tuple[int, ...]) -> int | None:
     value = float(raw)
-    return int(value) if value == int(value) and int(value) in scale else None
+    return int(value) if math.isfinite(value) and value == int(value) and int(value) in scale else None
 
 
 class _Context:
@@ -177,8 +181,9 @@ def _read(ctx: _Context, start: int, end: int, rule: str) -> ParseResult:
         value = float(raw)
     except ValueError:
         return ParseResult(None, f"{rule}: not a number ({raw!r})", rule)
-    if value != int(value) or int(value) not in scale:
-        return ParseResult(None, f"{rule}: {raw} is not a label in {list(scale)}", rule)
+    if not math.isfinite(value) or value != int(value) or int(value) not in scale:
+        return ParseResult(None, f"{rule}: {raw[:20]}{'...' if len(raw) > 20 else ''} is not a label in {list(scale)}",
+                           rule)
     reason = _off_scale(ctx, start, end)
     if reason is not None:
         return ParseResult(None, f"{rule}: {reason}", rule)
