@@ -12,6 +12,7 @@ from rich.markup import escape
 from ..backends.batch import BatchRequests, use_batch_files
 from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge, judge_pairs, summary_rows
+from ..judges.calibrate_panel import seed_shortfall
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import final_labels, write_details, write_qrels_file
@@ -66,6 +67,8 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: li
     With `ray_address`, the members' calls run on Ray workers (one set per distinct model)."""
     panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
                       invalid_policy=invalid_policy, min_choice_mass=min_choice_mass)
+    if panel.warning:
+        err_console.print(f"warning: panel {panel.source}: {panel.warning}", markup=False, soft_wrap=True)
     tiebreaker = (load_tiebreaker(panel.source, mode, options, seed=seed, min_choice_mass=min_choice_mass)
                   if str(panel.source).endswith(".toml") else None)
     make_judge = build_judge
@@ -135,6 +138,7 @@ def register(app: typer.Typer) -> None:
         ray_address: RayAddress = None,
         ray_workers: RayWorkers = None,
         json_summary: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
+        for_calibration: bool = typer.Option(False, "--for-calibration", help="These labels are a seed for `calibrate`: warn before any model call if the pairs are too few for it."),
     ) -> None:
         """Judge (query, passage) pairs with an LLM judge (or a panel) and write qrels."""
         query_map = read_queries(queries)
@@ -142,6 +146,10 @@ def register(app: typer.Typer) -> None:
         if limit is not None:
             pair_list = pair_list[:limit]
         passages = read_corpus(corpus, wanted={p.docid for p in pair_list})
+        short = seed_shortfall((p.qid, p.docid) for p in pair_list) if for_calibration else None
+        if short:  # before the first model call: these labels cannot be calibrated on
+            err_console.print(f"warning: --for-calibration: {short}; label more pairs first",
+                              markup=False, soft_wrap=True)
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
         if panel:
             _judge_with_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts,

@@ -1,0 +1,64 @@
+"""A rich progress bar per wave of calls: rate, ETA and invalid answers so far.
+
+It lives in the library, not the CLI, because `judgeblender judge` and the notebook's
+`jb.judge` show the same bar: a long judging run is never silent. rich renders it in a
+terminal and, through its Jupyter support, in a notebook cell; `default_enabled` says where a
+bar is wanted when the caller did not choose (a terminal or a notebook, not a log file).
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+
+def default_enabled(console: Console | None = None) -> bool:
+    """True when stderr is a terminal or the code runs in a Jupyter notebook."""
+    console = console or Console(stderr=True)
+    return bool(console.is_terminal or console.is_jupyter)
+
+
+class RichReporter:
+    def __init__(self, enabled: bool = True, console: Console | None = None):
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeRemainingColumn(),
+            TextColumn("invalid: {task.fields[invalid]}"),
+            console=console or Console(stderr=True),
+            transient=False,
+            disable=not enabled,
+        )
+        self.task = None
+        self.invalid = 0
+
+    def __enter__(self) -> "RichReporter":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def wave(self, label: str, total: int) -> None:
+        self.invalid = 0
+        self.task = self.progress.add_task(label, total=total, invalid=0, rate="")
+
+    def advance(self, invalid: bool) -> None:
+        if self.task is None:
+            return
+        self.invalid += invalid
+        task = self.progress.tasks[-1]
+        speed = task.speed
+        rate = f"{speed:.2f}/s" if speed else ""
+        self.progress.update(self.task, advance=1, invalid=self.invalid, rate=rate)
+
+    def answered_from_store(self) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, total=max(0, (self.progress.tasks[-1].total or 0) - 1))
+
+    def end_wave(self) -> None:
+        self.task = None
