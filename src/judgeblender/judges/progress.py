@@ -8,13 +8,41 @@ bar is wanted when the caller did not choose (a terminal or a notebook, not a lo
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 
+FLOOR = 80
+WIDE = 160
+
+
+def output_width(stream=None) -> int:
+    """The width rich lays lines out to (cli/console.py says why): $COLUMNS when set, a wide
+    one for a pipe or a file (nothing is cut), the terminal's own but never under FLOOR."""
+    stream = stream or sys.stdout
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit():
+        return max(FLOOR, int(columns))
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if not tty:
+        return WIDE
+    return max(FLOOR, shutil.get_terminal_size((FLOOR, 24)).columns)
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True, width=output_width(sys.stderr))
+
+
 def default_enabled(console: Console | None = None) -> bool:
     """True when stderr is a terminal or the code runs in a Jupyter notebook."""
-    console = console or Console(stderr=True)
+    console = console or stderr_console()
     return bool(console.is_terminal or console.is_jupyter)
 
 
@@ -29,7 +57,7 @@ class RichReporter:
             TextColumn("{task.fields[rate]}"),
             TimeRemainingColumn(),
             TextColumn("invalid: {task.fields[invalid]}"),
-            console=console or Console(stderr=True),
+            console=console or stderr_console(),
             transient=False,
             disable=not enabled,
         )
