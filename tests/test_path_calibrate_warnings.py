@@ -53,6 +53,7 @@ def test_judges_no_better_than_chance_give_a_warning_a_marked_panel_and_exit_0(t
     assert r.returncode == 0, r.stderr
     chance = [w for w in warning_lines(r.stderr) if "no judge beats chance on this seed" in w]
     assert len(chance) == 1 and "more than one standard error above 0" in chance[0]
+    assert "panel.toml is written anyway, marked with a `warning` key" in chance[0]
     text = (tmp_path / "panel.toml").read_text()
     assert "# WARNING: no judge beats chance on this seed" in text
     panel = load_blend_panel(tmp_path / "panel.toml")

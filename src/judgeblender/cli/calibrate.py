@@ -117,7 +117,8 @@ def register(app: typer.Typer) -> None:
         for w in cal.warnings:
             err_console.print(f"[yellow]note[/] {w}")
         for alert in cal.alerts():
-            err_console.print(f"warning: {alert}", markup=False, soft_wrap=True)
+            marked = f"; {out} is written anyway, marked with a `warning` key" if alert == cal.no_chance else ""
+            err_console.print(f"warning: {alert}{marked}", markup=False, soft_wrap=True)
         if cal.chosen is None:
             raise JudgeblenderError("no panel written: " + (cal.warnings[-1] if cal.warnings else "nothing to choose"))
         atomic_write_text(out, panel_toml(cal, cal.chosen, source, specs_for(table.judges, panel_specs,

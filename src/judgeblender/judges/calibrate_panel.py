@@ -175,8 +175,7 @@ def calibrate(table: BallotTable, gold: dict[str, dict[str, int]], folds: int = 
     result.chosen = min(close, key=lambda c: (c.simplicity, -c.mean))
     if not any(c.mean - (c.se if math.isfinite(c.se) else 0.0) > 0 for c in scored):
         result.no_chance = (f"{NO_CHANCE}: no candidate's held-out kappa is more than one standard error above 0 "
-                            f"(best: {best.name} {best.mean:.3f} +- {best.se:.3f}); the panel file is written "
-                            f"and marked, but its labels are no better than chance on these {n_pairs} pairs")
+                            f"(best: {best.name} {best.mean:.3f} +- {best.se:.3f} on {n_pairs} pairs)")
     if len(close) > 1:
         shown = ", ".join(f"{c.name} {c.mean:.3f}" for c in sorted(close, key=lambda c: -c.mean)[:5])
         more = f" and {len(close) - 5} more" if len(close) > 5 else ""
