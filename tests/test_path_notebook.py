@@ -19,7 +19,7 @@ import pytest
 from rich.console import Console
 
 from judgeblender.blend import METHODS
-from judgeblender.judges.progress import default_enabled
+from judgeblender.progress import default_enabled
 
 ROOT = Path(__file__).resolve().parents[1]
 

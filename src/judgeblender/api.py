@@ -118,7 +118,7 @@ def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = Non
     to "generate", as `judgeblender judge --mode` does. `store=None` keeps nothing (the CLI
     writes judgments.sqlite): pass a path to make re-runs free. `progress`: the CLI's progress
     bar on stderr or in the notebook cell; None shows it in a terminal or a notebook only."""
-    from .judges.progress import RichReporter, default_enabled
+    from .progress import RichReporter, default_enabled
     from .store import CallStore
 
     the_panel = panel(judges, prompt=prompt, mode=mode, options=options)

@@ -5,12 +5,12 @@ Width: rich lays tables out to the console's width and shortens what does not fi
 of its own, so it gets a wide one (WIDE, or $COLUMNS when set) and nothing is cut; a terminal
 gets its own width, but never under FLOOR columns (a narrower one wraps lines rather than cut
 headers). Tables meant for a terminal keep to 80 columns with deliberately short headers.
-The rule lives in judges/progress.py, so that `jb.judge`'s progress bar follows it too.
+The rule lives in judgeblender/progress.py, so that `jb.judge`'s progress bar follows it too.
 """
 
 from rich.console import Console
 
-from ..judges.progress import output_width, stderr_console  # the one width rule, shared with jb.judge
+from ..progress import output_width, stderr_console  # the one width rule, shared with jb.judge
 
 console = Console(highlight=False, soft_wrap=True, width=output_width())
 err_console = stderr_console()  # lines stay whole for grep and logs

@@ -1,8 +1,8 @@
-"""The judging progress bar (judges/progress.py) on the CLI's stderr console."""
+"""The judging progress bar (judgeblender/progress.py) on the CLI's stderr console."""
 
 from __future__ import annotations
 
-from ..judges.progress import RichReporter as _LibraryReporter
+from ..progress import RichReporter as _LibraryReporter
 from .console import err_console
 
 

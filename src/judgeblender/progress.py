@@ -1,7 +1,9 @@
 """A rich progress bar per wave of calls: rate, ETA and invalid answers so far.
 
 It lives in the library, not the CLI, because `judgeblender judge` and the notebook's
-`jb.judge` show the same bar: a long judging run is never silent. rich renders it in a
+`jb.judge` show the same bar: a long judging run is never silent. It sits beside the judging
+engine, not inside judges/: the CLI's consoles import it, and `prompts list` must not pay for
+the engine. rich renders it in a
 terminal and, through its Jupyter support, in a notebook cell; `default_enabled` says where a
 bar is wanted when the caller did not choose (a terminal or a notebook, not a log file).
 """
