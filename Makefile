@@ -14,12 +14,13 @@ DEMO_EXTRAS := local,models,embed
 # and AVX-512 machines alike (tests/test_same_probabilities.py). The wheel is kept in a folder
 # named by its version and flags (pip's own cache would hand back a wheel built with other flags).
 # Only the library is built, on every core: no llava/mtmd (multimodal, imported by llama-cpp-python
-# only for vision chat formats), tools, examples, tests or server. Those options change which
-# targets are built, not how ggml's kernels are compiled (docs/setup.md has the timings).
+# only for vision chat formats), no `common` (scripts/llama_lib_only.cmake), tools, examples, tests
+# or server: 74 sources instead of 178. Those options change which targets are built, not how
+# ggml's kernels are compiled (docs/setup.md has the timings).
 LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
 	-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
-	-DLLAMA_BUILD_SERVER=OFF
+	-DLLAMA_BUILD_SERVER=OFF -DCMAKE_PROJECT_INCLUDE=$(CURDIR)/scripts/llama_lib_only.cmake
 LLAMA_WHEELS := $(HOME)/.cache/judgeblender/wheels/llama-cpp-python-$(LLAMA_VERSION)-avx2-fma-f16c-bmi2
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 

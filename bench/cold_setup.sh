@@ -37,13 +37,14 @@ $PIP download --quiet --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$
 tar xzf "$WORK"/sdist/llama_cpp_python-0.3.36.tar.gz -C "$WORK/sdist"
 SRC=$WORK/sdist/llama_cpp_python-0.3.36
 FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
-LIB="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF"
+LIB="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
+     -DCMAKE_PROJECT_INCLUDE=$REPO/scripts/llama_lib_only.cmake"
 cmake -S "$SRC" -B "$WORK/full" -G Ninja -DCMAKE_BUILD_TYPE=Release $FLAGS >/dev/null
 cmake -S "$SRC" -B "$WORK/lib" -G Ninja -DCMAKE_BUILD_TYPE=Release $FLAGS $LIB >/dev/null
 {
   for v in full lib; do
     echo "$v: $(ninja -C "$WORK/$v" -t commands all | grep -c ' -c ') compile commands"
-    ninja -C "$WORK/$v" -t commands all | grep ' -c ' | grep -E 'ggml/src|/src/' | grep -v tools/mtmd \
+    ninja -C "$WORK/$v" -t commands all | grep ' -c ' | grep -E ' -o vendor/llama.cpp/(ggml|src)/' \
       | sed "s|$WORK/$v|BUILD|g" | sort > "$WORK/$v.ggml"
   done
   cmp -s "$WORK/full.ggml" "$WORK/lib.ggml" && echo "ggml + llama compile commands: identical ($(wc -l < "$WORK/lib.ggml"))" \
