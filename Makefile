@@ -29,7 +29,7 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 $(VENV)/.llama: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# llama-cpp-python builds llama.cpp from source the first time (about 2 minutes on 2 cores).
+	# llama-cpp-python builds llama.cpp from source the first time (351 CPU-s: about 3 minutes on 2 idle cores; docs/setup.md).
 	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
 		CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) $(PY) -m pip wheel --quiet --no-deps \
 		--no-cache-dir --no-binary llama-cpp-python llama-cpp-python==$(LLAMA_VERSION) -w $(LLAMA_WHEELS)
