@@ -122,14 +122,18 @@ def _inputs(pairs: Any, queries: Any, corpus: Any) -> tuple[list[tuple[str, str]
 
 def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = None, corpus: Any = None,
           prompt: str = "umbrela", mode: str = "generate", options: Mapping[str, Any] | None = None,
-          store: Any = None, skip_missing: bool = False) -> Judged:
+          store: Any = None, skip_missing: bool = False, progress: bool | None = None) -> Judged:
     """Judge every pair with every judge; calls are cached in `store` (a path or a CallStore).
 
     `pairs`: a DataFrame (qid, docid, query, passage, or PyTerrier's qid, docno, query, text; or
     qid, docid with queries= and corpus=), a
     pairs/qrels/run file, or (qid, docid) tuples. `judges`: a panel preset, a panel TOML file, or a
     list of model strings, JudgeSpecs or dicts. `prompt`, `mode` and `options` are defaults for
-    the judges given as strings or dicts (prompt and mode for LLM judges only)."""
+    the judges given as strings or dicts (prompt and mode for LLM judges only); `mode` defaults
+    to "generate", as `judgeblender judge --mode` does. `store=None` keeps nothing (the CLI
+    writes judgments.sqlite): pass a path to make re-runs free. `progress`: the CLI's progress
+    bar on stderr or in the notebook cell; None shows it in a terminal or a notebook only."""
+    from .progress import RichReporter, default_enabled
     from .store import CallStore
 
     the_panel = panel(judges, prompt=prompt, mode=mode, options=options)
@@ -138,7 +142,9 @@ def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = Non
     resolve_pairs([Pair(*k) for k in keys], query_texts, passages, skip_missing)
     opened = CallStore(store) if isinstance(store, (str, Path)) else None
     try:
-        run = judge_pairs(the_panel.judges, keys, query_texts, passages, opened or store, skip_missing=skip_missing)
+        with RichReporter(default_enabled() if progress is None else progress) as reporter:
+            run = judge_pairs(the_panel.judges, keys, query_texts, passages, opened or store, reporter,
+                              skip_missing=skip_missing)
     finally:
         if opened is not None:
             opened.close()

@@ -35,7 +35,9 @@ Speed notes (measured in bench/benchmark.py, see docs/benchmarks.md):
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
+import logging
 import math
 import os
 import sys
@@ -56,6 +58,24 @@ from .packaged_models import PACKAGED, ensure_model
 from .registry import BackendOptions, Provider
 
 DEFAULT_CTX = 4096
+_LOG_CALLBACK = None  # the ctypes callback must outlive every model: llama.cpp holds a pointer to it
+
+
+def _log_to_python(llama_cpp) -> None:
+    """Send llama.cpp's own log lines to Python logging (logger `judgeblender.llamacpp`, DEBUG),
+    never to stderr, in the CLI and in a notebook alike. llama-cpp-python 0.3.36 reads ggml's
+    log levels as numbered before ggml added DEBUG, so a warning (Gemma's "using full-size SWA
+    cache") arrives as an error and is printed even with verbose=False."""
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is None:
+        logger = logging.getLogger("judgeblender.llamacpp")
+
+        @llama_cpp.llama_log_callback
+        def callback(level, text, user_data):
+            logger.debug(text.decode("utf-8", "replace").rstrip("\n"))
+
+        _LOG_CALLBACK = callback
+    llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
 # Every prompt is evaluated in blocks of this many tokens at fixed positions (0, 64, 128, ...),
 # and only whole blocks are reused from the cache: llama.cpp's CPU kernels round differently
 # for other batch shapes, so this is what makes a pair's probabilities independent of the
@@ -76,6 +96,8 @@ class LlamaCppBackend(Backend):
         self.omp_wait_policy = _choose_omp_wait_policy()
         llama_cpp = require("llama_cpp", "local", "the llamacpp: backend")
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        if not verbose:
+            _log_to_python(llama_cpp)
 
         self.path = Path(path)
         if not self.path.exists():

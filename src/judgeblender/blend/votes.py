@@ -146,6 +146,13 @@ class BallotTable:
             None if self.probs is None else self.probs[rows], dict(self.invalid),
         )
 
+    def only_pairs(self, pairs: Iterable[Pair]) -> tuple[BallotTable, int]:
+        """The rows of the given pairs (e.g. a pool), in table order, and how many of those pairs
+        the table has no row for (no judge labelled them; they are not invented)."""
+        wanted = set(pairs)
+        rows = [i for i, p in enumerate(self.pairs) if p in wanted]
+        return self.select(rows), len(wanted) - len(rows)
+
     def only_judges(self, judges: Sequence[str]) -> BallotTable:
         """The table restricted to some judges, in the order given."""
         missing = [j for j in judges if j not in self.judges]

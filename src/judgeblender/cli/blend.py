@@ -9,6 +9,7 @@ import typer
 
 from ..blend import METHODS, TIE_RULES, Blender, load_ballots
 from ..blend.weighted import check_weights
+from ..pairs import read_pairs
 from ..pairs.qrels import write_qrels
 from .console import console, err_console
 
@@ -82,6 +83,9 @@ def register(app: typer.Typer) -> None:
             None, "--margin", help="With a tie-breaker, instead of --spread: consult where the panel ties or the "
                                    "blend's margin <= this (0..1): top minus runner-up label's pooled probability "
                                    "(probability methods) or votes / voters (others)."),
+        pairs: Optional[Path] = typer.Option(
+            None, "--pairs", "-p", help="Blend and write only these pairs (e.g. the pool): qrels, run or 'qid docid' "
+                                        "TSV; its pairs that no input labels are counted, not written."),
         list_methods: bool = typer.Option(
             False, "--list", "--methods", help="List the methods and tie rules, and exit."),
     ) -> None:
@@ -116,6 +120,11 @@ def register(app: typer.Typer) -> None:
             from .blend_panel import panel_blender
 
             blender, table, notes = panel_blender(panel, table)
+        if pairs is not None:
+            wanted = set(read_pairs(pairs))
+            table, unlabelled = table.only_pairs(wanted)
+            notes.append(f"--pairs {pairs}: {table.n_pairs} of its {len(wanted)} pairs have labels in the inputs; "
+                         f"{unlabelled} have none in any input and are not written")
         if blender.method.needs_weights:
             try:  # only now is the jury known, so only now can the weights be matched to it
                 check_weights(blender.weights, table.judges)

@@ -29,6 +29,8 @@ def panel_blender(path: Path, table: BallotTable) -> tuple[Blender, BallotTable,
              + (f", thresholds {panel.thresholds}" if panel.thresholds else "")]
     if unused:
         lines.append(f"not on the panel, left out: {', '.join(unused)}")
+    if panel.warning:
+        lines.append(f"warning: panel {path}: {panel.warning}")
     return panel.blender(), table.only_judges(panel.judges), lines
 
 

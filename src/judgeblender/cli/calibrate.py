@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..blend import load_details, load_qrels_ballots
 from ..errors import JudgeblenderError
-from ..judges.calibrate_panel import Calibration, Candidate, blender_for, calibrate
+from ..judges.calibrate_panel import MIN_SEED_TEXT, Calibration, Candidate, blender_for, calibrate, seed_shortfall
 from ..judges.panel_file import PanelChoice, panel_file_text, specs_for
 from ..pairs import Pair, read_corpus, read_qrels, read_queries, read_runs_dir
 from ..fileio import atomic_write_text
@@ -35,13 +36,14 @@ def panel_toml(cal: Calibration, chosen: Candidate, source: str, specs=None) -> 
         lines.append(f"#   {c.name}: {c.mean:.3f} +- {c.se:.3f}{tau}{mark}")
     comments = [line[2:] if line.startswith("# ") else line[1:] for line in lines]
     choice = PanelChoice(tuple(chosen.judges), chosen.method or "mv", chosen.tie, 0, chosen.weights, chosen.thresholds)
-    return panel_file_text(choice, specs if specs is not None else specs_for(chosen.judges), comments)
+    return panel_file_text(choice, specs if specs is not None else specs_for(chosen.judges), comments,
+                           warning=cal.no_chance)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("calibrate")
     def calibrate_cmd(
-        gold: Path = typer.Option(..., "--gold", help="Human seed labels (qrels)."),
+        gold: Path = typer.Option(..., "--gold", help=f"Human seed labels (qrels): {MIN_SEED_TEXT}, else no panel is chosen."),
         details: Optional[Path] = typer.Option(None, "--details", help="Per-judge labels: a `judge --panel` details JSONL."),
         labels: Optional[list[Path]] = typer.Option(None, "--labels", help="Or: one qrels file per judge (judge id = file name)."),
         panel: Optional[str] = typer.Option(None, "--panel", help="Or: a panel (preset or .toml) to judge the seed pairs with."),
@@ -55,7 +57,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", "-o", help="The chosen panel file (TOML)."),
         select_panel: bool = typer.Option(False, "--select", help="Also choose the members: subsets x aggregators, cost-quality frontier (see docs/aggregators.md)."),
         cost: Optional[list[str]] = typer.Option(None, "--cost", help="NAME=PRICE per call for --select (others cost 1); repeatable."),
-        judge_model: Optional[list[str]] = typer.Option(None, "--judge-model", help="NAME=MODEL[/PROMPT[/MODE]]: the model a label-file judge stands for, written to the panel file; repeatable."),
+        judge_model: Optional[list[str]] = typer.Option(None, "--judge-model", help=escape("NAME=MODEL[/PROMPT[/MODE]]: the model a label-file judge stands for, written to the panel file; repeatable.")),
         exhaustive_max: int = typer.Option(8, "--exhaustive-max", help="--select: score every subset up to this many judges, else greedy."),
         time_limit: float = typer.Option(120.0, "--time-limit", help="--select: seconds for one search."),
         outer_folds: int = typer.Option(0, "--outer-folds", help="--select: re-run the selection inside N outer query folds and report the honest held-out figure (0: off)."),
@@ -77,6 +79,9 @@ def register(app: typer.Typer) -> None:
 
             p = get_panel(panel, None, mode, {}, seed=seed)
             pairs = [Pair(qid, d) for qid, docs in gold_qrels.items() for d in docs]
+            short = None if select_panel else seed_shortfall((x.qid, x.docid) for x in pairs)
+            if short:  # fail before spending: no panel could be chosen from what this would judge
+                raise JudgeblenderError(f"{gold}: {short}; no model call made")
             passages = read_corpus(corpus, wanted={x.docid for x in pairs})
             with CallStore(store_path) as store:
                 run = judge_pairs([build_judge(s) for s in p.judges], pairs, read_queries(queries), passages, store,
@@ -114,6 +119,9 @@ def register(app: typer.Typer) -> None:
         console.print(shown)
         for w in cal.warnings:
             err_console.print(f"[yellow]note[/] {w}")
+        for alert in cal.alerts():
+            marked = f"; {out} is written anyway, marked with a `warning` key" if alert == cal.no_chance else ""
+            err_console.print(f"warning: {alert}{marked}", markup=False, soft_wrap=True)
         if cal.chosen is None:
             raise JudgeblenderError("no panel written: " + (cal.warnings[-1] if cal.warnings else "nothing to choose"))
         atomic_write_text(out, panel_toml(cal, cal.chosen, source, specs_for(table.judges, panel_specs,

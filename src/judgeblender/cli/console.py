@@ -5,31 +5,12 @@ Width: rich lays tables out to the console's width and shortens what does not fi
 of its own, so it gets a wide one (WIDE, or $COLUMNS when set) and nothing is cut; a terminal
 gets its own width, but never under FLOOR columns (a narrower one wraps lines rather than cut
 headers). Tables meant for a terminal keep to 80 columns with deliberately short headers.
+The rule lives in judgeblender/progress.py, so that `jb.judge`'s progress bar follows it too.
 """
-
-import os
-import shutil
-import sys
 
 from rich.console import Console
 
-FLOOR = 80
-WIDE = 160
-
-
-def output_width(stream=None) -> int:
-    stream = stream or sys.stdout
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit():
-        return max(FLOOR, int(columns))
-    try:
-        tty = stream.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    if not tty:
-        return WIDE
-    return max(FLOOR, shutil.get_terminal_size((FLOOR, 24)).columns)
-
+from ..progress import output_width, stderr_console  # the one width rule, shared with jb.judge
 
 console = Console(highlight=False, soft_wrap=True, width=output_width())
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=output_width(sys.stderr))  # lines stay whole for grep and logs
+err_console = stderr_console()  # lines stay whole for grep and logs

@@ -159,6 +159,8 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"[yellow]note[/] {note}")
         if cal is not None and cal.chosen is not None:
             console.print(calibration_summary(cal))
+            for alert in cal.alerts():
+                err_console.print(f"warning: {alert}", markup=False, soft_wrap=True)
         elif cal is not None:
             err_console.print(f"[yellow]note[/] calibration chose nothing: {'; '.join(cal.warnings)}")
         console.print("These small offline models agree weakly with people: point `judgeblender judge`\n"

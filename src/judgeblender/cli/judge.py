@@ -13,6 +13,7 @@ from .. import paths
 from ..backends.batch import BatchRequests, use_batch_files
 from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge, judge_pairs, resolve_pairs, summary_rows
+from ..judges.calibrate_panel import seed_shortfall
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import final_labels, write_details, write_qrels_file
@@ -67,6 +68,8 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: li
     With `ray_address`, the members' calls run on Ray workers (one set per distinct model)."""
     panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
                       invalid_policy=invalid_policy, min_choice_mass=min_choice_mass)
+    if panel.warning:
+        err_console.print(f"warning: panel {panel.source}: {panel.warning}", markup=False, soft_wrap=True)
     tiebreaker = (load_tiebreaker(panel.source, mode, options, seed=seed, min_choice_mass=min_choice_mass)
                   if str(panel.source).endswith(".toml") else None)
     make_judge = build_judge
@@ -136,6 +139,7 @@ def register(app: typer.Typer) -> None:
         ray_address: RayAddress = None,
         ray_workers: RayWorkers = None,
         json_summary: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
+        for_calibration: bool = typer.Option(False, "--for-calibration", help="These labels are a seed for `calibrate`: warn before any model call if the pairs are too few for it."),
     ) -> None:
         """Judge (query, passage) pairs with an LLM judge (or a panel) and write qrels."""
         query_map = read_queries(queries)
@@ -146,6 +150,10 @@ def register(app: typer.Typer) -> None:
         # the validation pass: a missing query or passage is an error before any model is built,
         # Ray is started or the store is created (the engine checks again, for library callers)
         resolve_pairs(pair_list, query_map, passages, skip_missing)
+        short = seed_shortfall((p.qid, p.docid) for p in pair_list) if for_calibration else None
+        if short:  # before the first model call: these labels cannot be calibrated on
+            err_console.print(f"warning: --for-calibration: {short}; label more pairs first",
+                              markup=False, soft_wrap=True)
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
         if panel:
             _judge_with_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts,

@@ -7,6 +7,13 @@ query (a query's pairs are never split), learned blends are fitted on the other 
 The choice follows the one-standard-error rule: among the candidates whose mean held-out
 kappa is within one standard error of the best, the simplest wins (a single judge, then a
 fixed rule, then a learned blend), because on a small seed set the rest is noise.
+
+Two findings are reported apart, because they call for different actions: no candidate is
+more than one standard error above chance (kappa 0: the seed teaches nothing about these
+judges; the panel is still written, marked, so a pipeline does not break), and several
+candidates are within one standard error of the best (the seed cannot tell them apart; the
+rule picked the simplest). Below MIN_QUERIES queries or MIN_PAIRS labelled pairs nothing is
+chosen: with fewer, one standard error spans the whole kappa range.
 """
 
 from __future__ import annotations
@@ -24,9 +31,21 @@ from ..kappa import cohen_kappa, fold_mean_se
 
 MIN_QUERIES = 4
 MIN_PAIRS = 40
+MIN_SEED_TEXT = f"at least {MIN_QUERIES} queries and {MIN_PAIRS} labelled pairs"
+NO_CHANCE = "no judge beats chance on this seed"
 FIXED = [("mv", "avg"), ("mv", "random"), ("mv", "min"), ("mv", "max"), ("av", "avg"), ("median", "avg"),
          ("min", "avg"), ("max", "avg"), ("prob-expected", "avg"), ("dawid-skene", "avg")]
 LEARNED = ("weights", "thresholds")
+
+
+def seed_shortfall(pairs) -> str | None:
+    """Why these (qid, docid) pairs are too few for `calibrate` to choose a panel, or None.
+    Checked before any model call: judging a seed that cannot be calibrated on wastes the calls."""
+    pairs = {(p[0], p[1]) for p in pairs}
+    n_queries = len({q for q, _ in pairs})
+    if n_queries >= MIN_QUERIES and len(pairs) >= MIN_PAIRS:
+        return None
+    return (f"{len(pairs)} pairs over {n_queries} queries: calibrate needs {MIN_SEED_TEXT} to choose a panel")
 
 
 @dataclass
@@ -63,6 +82,12 @@ class Calibration:
     n_pairs: int
     folds: int
     warnings: list[str] = field(default_factory=list)
+    no_chance: str | None = None  # set when no candidate is more than one se above kappa 0
+    tied: str | None = None  # set when several candidates are within one se of the best
+
+    def alerts(self) -> list[str]:
+        """The findings a user must act on, one line each (the CLI prints them as `warning:`)."""
+        return [a for a in (self.no_chance, self.tied) if a]
 
 
 def _folds(table: BallotTable, y: np.ndarray, k: int) -> list[list[str]]:
@@ -138,7 +163,7 @@ def calibrate(table: BallotTable, gold: dict[str, dict[str, int]], folds: int = 
     if len(queries) < MIN_QUERIES or n_pairs < MIN_PAIRS:
         result.warnings.append(
             f"the seed set is too small to choose: {len(queries)} queries and {n_pairs} labelled pairs "
-            f"(need at least {MIN_QUERIES} queries and {MIN_PAIRS} pairs); label more pairs")
+            f"(need {MIN_SEED_TEXT}); label more pairs")
         return result
     scored = [c for c in result.candidates if math.isfinite(c.mean)]
     if not scored:
@@ -146,10 +171,17 @@ def calibrate(table: BallotTable, gold: dict[str, dict[str, int]], folds: int = 
         return result
     best = max(scored, key=lambda c: c.mean)
     bar = best.mean - (best.se if math.isfinite(best.se) else 0.0)
-    result.chosen = min((c for c in scored if c.mean >= bar), key=lambda c: (c.simplicity, -c.mean))
-    if result.chosen is not best:
-        result.warnings.append(f"{best.name} has the best mean kappa ({best.mean:.3f}) but {result.chosen.name} "
-                               f"({result.chosen.mean:.3f}) is within one standard error and simpler")
+    close = [c for c in scored if c.mean >= bar]
+    result.chosen = min(close, key=lambda c: (c.simplicity, -c.mean))
+    if not any(c.mean - (c.se if math.isfinite(c.se) else 0.0) > 0 for c in scored):
+        result.no_chance = (f"{NO_CHANCE}: no candidate's held-out kappa is more than one standard error above 0 "
+                            f"(best: {best.name} {best.mean:.3f} +- {best.se:.3f} on {n_pairs} pairs)")
+    if len(close) > 1:
+        shown = ", ".join(f"{c.name} {c.mean:.3f}" for c in sorted(close, key=lambda c: -c.mean)[:5])
+        more = f" and {len(close) - 5} more" if len(close) > 5 else ""
+        result.tied = (f"the seed cannot tell the best candidates apart: {len(close)} are within one standard error "
+                       f"({best.se:.3f}) of the best ({shown}{more}); the one-standard-error rule chose the simplest, "
+                       f"{result.chosen.name}; label more queries to separate them")
     return result
 
 

@@ -55,6 +55,7 @@ class Panel:
     seed: int = 0
     thresholds: list[float] | None = None
     source: str = "preset"
+    warning: str | None = None  # written by calibrate when nothing could be learned (see the `warning` key)
 
     def weights(self) -> dict[str, float] | None:
         return {s.id: s.weight for s in self.judges} if self.method == "weighted" else None
@@ -105,7 +106,7 @@ def preset(name: str, models: list[str] | None, mode: str, options: dict[str, An
     return Panel(name=name, judges=specs, method="mv", tie="avg")
 
 
-PANEL_KEYS = {"name", "aggregator", "judges", "tiebreaker"}  # [tiebreaker]: judges/panel_file.py
+PANEL_KEYS = {"name", "aggregator", "judges", "tiebreaker", "warning"}  # [tiebreaker]: judges/panel_file.py
 JUDGE_KEYS = {"model", "prompt", "mode", "weight", "id", "options"}
 AGGREGATOR_KEYS = {"method", "tie", "seed", "thresholds"}
 
@@ -241,9 +242,17 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
                          f"[aggregator]: only the keys {sorted(AGGREGATOR_KEYS)}", ", ".join(bad))
     panel = Panel(name=data.get("name", path.stem), judges=specs, method=agg.get("method", "mv"),
                   tie=agg.get("tie", "avg"), seed=int(agg.get("seed", 0)), thresholds=agg.get("thresholds"),
-                  source=str(path))
+                  source=str(path), warning=panel_warning(path, where_is, data))
     panel.blender()  # fail now on an unknown method, tie rule or missing weight, not after judging
     return panel
+
+
+def panel_warning(path: Path, where_is: _TomlLines, data: dict) -> str | None:
+    """The file's `warning` key (calibrate marks a panel no better than chance with it), checked."""
+    warning = data.get("warning")
+    if warning is not None and not isinstance(warning, str):
+        raise InputError(path, where_is.key("warning"), "warning: a string", repr(warning))
+    return warning
 
 
 def get_panel(name_or_path: str, models: list[str] | None, mode: str, options: dict[str, Any], **spec_kw) -> Panel:

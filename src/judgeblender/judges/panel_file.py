@@ -136,13 +136,18 @@ def specs_for(judges: Sequence[str], panel_specs: Sequence[JudgeSpec] = (), judg
 
 
 def panel_file_text(choice: PanelChoice, specs: Mapping[str, JudgeSpec | None], comments: Sequence[str] = (),
-                    name: str = "calibrated", base_options: Mapping[str, Any] | None = None) -> str:
+                    name: str = "calibrated", base_options: Mapping[str, Any] | None = None,
+                    warning: str | None = None) -> str:
     """The TOML text: comments first, then name, [aggregator] and one [[judges]] per member.
+    A `warning` (calibrate: no judge beats chance) is written as a comment and as the key
+    `warning`, which `judge --panel` and `blend --panel` repeat when they use the file.
 
     Options equal to `base_options` (the command line's, which `judge --panel` adds itself)
     are still written: the file must run as written, whatever the next command line says.
     """
     lines = [f"# {c}" if c else "#" for c in comments]
+    if warning:
+        lines += [f"# WARNING: {warning}", f"warning = {_q(warning)}"]
     lines += [f"name = {_q(name)}", "", "[aggregator]", f"method = {_q(choice.method)}", f"tie = {_q(choice.tie)}",
               f"seed = {int(choice.seed)}"]
     if choice.thresholds:
@@ -178,6 +183,7 @@ class BlendPanel:
     thresholds: list[float] | None = None
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    warning: str | None = None
 
     def blender(self):
         from ..blend import Blender
@@ -195,7 +201,7 @@ class BlendPanel:
 
 def load_blend_panel(path: str | Path) -> BlendPanel:
     """Read a panel file for `blend --panel`: models are not needed, ids are (see the module docstring)."""
-    from .panel import AGGREGATOR_KEYS, JUDGE_KEYS, PANEL_KEYS, _TomlLines
+    from .panel import AGGREGATOR_KEYS, JUDGE_KEYS, PANEL_KEYS, _TomlLines, panel_warning
 
     path = Path(path)
     try:
@@ -241,7 +247,7 @@ def load_blend_panel(path: str | Path) -> BlendPanel:
                          f"[aggregator]: only the keys {sorted(AGGREGATOR_KEYS)}", ", ".join(bad))
     panel = BlendPanel(name=str(data.get("name", path.stem)), judges=ids, method=str(agg.get("method", "mv")),
                        tie=str(agg.get("tie", "avg")), seed=int(agg.get("seed", 0)), weights=weights,
-                       thresholds=agg.get("thresholds"), source=str(path))
+                       thresholds=agg.get("thresholds"), source=str(path), warning=panel_warning(path, where, data))
     panel.blender()
     return panel
 
