@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -67,8 +68,6 @@ def main() -> None:
     args = ap.parse_args()
     from openai_server import OpenAITestServer
 
-    import judgeblender
-
     server = OpenAITestServer(answers="##final score: 2", max_requests=10**7, max_lifetime_s=3600,
                               top_logprobs=[("2", -0.2), ("3", -1.9), ("1", -3.1), ("0", -4.6), ("The", -6.0)])
     server.start()
@@ -77,7 +76,7 @@ def main() -> None:
         rows = [one(mode, args.pairs, url) for mode in ("logprobs", "generate")]
     finally:
         server.stop()
-    result = {"schema": args.schema, "judgeblender": judgeblender.__file__, "rows": rows}
+    result = {"schema": args.schema, "load_average": os.getloadavg(), "rows": rows}
     print(json.dumps(result, indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

@@ -6,7 +6,7 @@ runs cut to their top 10, the passages and human labels of the pooled pairs, thr
 published LLM label files of those pairs (as the README's j1/j2/j3.qrels), and judged.qrels,
 the human labels of the first three queries (an earlier judged set). Run once:
 
-    python scripts/make_dl19_slice.py /work/wt/shared/data tests/data/dl19_slice
+    python scripts/make_dl19_slice.py ../shared/data tests/data/dl19_slice
 """
 
 from __future__ import annotations
