@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ..blend import load_details, load_qrels_ballots
@@ -57,7 +56,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", "-o", help="The chosen panel file (TOML)."),
         select_panel: bool = typer.Option(False, "--select", help="Also choose the members: subsets x aggregators, cost-quality frontier (see docs/aggregators.md)."),
         cost: Optional[list[str]] = typer.Option(None, "--cost", help="NAME=PRICE per call for --select (others cost 1); repeatable."),
-        judge_model: Optional[list[str]] = typer.Option(None, "--judge-model", help=escape("NAME=MODEL[/PROMPT[/MODE]]: the model a label-file judge stands for, written to the panel file; repeatable.")),
+        judge_model: Optional[list[str]] = typer.Option(None, "--judge-model", help="NAME=MODEL[/PROMPT[/MODE]]: the model a label-file judge stands for, written to the panel file; repeatable."),
         exhaustive_max: int = typer.Option(8, "--exhaustive-max", help="--select: score every subset up to this many judges, else greedy."),
         time_limit: float = typer.Option(120.0, "--time-limit", help="--select: seconds for one search."),
         outer_folds: int = typer.Option(0, "--outer-folds", help="--select: re-run the selection inside N outer query folds and report the honest held-out figure (0: off)."),
