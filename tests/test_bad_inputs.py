@@ -361,6 +361,7 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     ("blend-judge-file-is-a-directory", ["blend", "a={tmp}/adir", "b={pred.qrels}", "-o", "{tmp}/b.qrels"], "adir: expected an existing file, got 'a directory'"),
     ("blend-out-is-an-input", ["blend", "{pred.qrels}", "{gold.qrels}", "-o", "{pred.qrels}"], "pred.qrels: expected an output file that is not also an input"),
     ("blend-details-is-a-directory", ["blend", "--details", "{tmp}/adir", "-o", "{tmp}/b.qrels"], "adir: expected an existing file, got 'a directory'"),
+    ("blend-pairs-is-missing", ["blend", "{pred.qrels}", "{gold.qrels}", "--pairs", "{tmp}/nope.tsv", "-o", "{tmp}/b.qrels"], "nope.tsv: expected an existing file, got 'no such file'"),
     ("blend-spread-out-of-range", ["blend", "{pred.qrels}", "{gold.qrels}", "--spread", "9"], "--spread: expected a number in [0, 4], got '9'"),
     ("blend-margin-out-of-range", ["blend", "{pred.qrels}", "{gold.qrels}", "--margin", "1.5"], "--margin: expected a number in [0, 1], got '1.5'"),
     ("blend-tiebreaker-is-a-directory", ["blend", "{pred.qrels}", "{gold.qrels}", "--tiebreaker", "big={tmp}/adir", "-o", "{tmp}/b.qrels"], "adir: expected an existing file, got 'a directory'"),

@@ -243,3 +243,11 @@ def test_a_passage_with_a_lone_surrogate_is_refused_as_the_corpus_reader_refuses
     with pytest.raises(JudgeblenderError, match=r"pair \(q1, d3\): its passage is not Unicode text \(a lone surrogate\)"):
         judge_frame(frame(d3="kettles \ud800 boil"), "mock:m", tmp_path, skip_missing=True)
     assert mock_model.calls == []
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b", "\ufeff", " \u200d\u2060 "])
+def test_a_passage_of_only_invisible_characters_is_blank(text):
+    from judgeblender.pairs.texts import text_problem
+
+    assert text_problem(text) == "blank"
+    assert text_problem("a\u200bb") is None

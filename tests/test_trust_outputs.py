@@ -253,3 +253,32 @@ def test_calibrate_refuses_an_unknown_invalid_labels_choice(folder):
     done = run_cli(folder, "calibrate", "--gold", "gold.qrels", "--labels", "pred.qrels", "-o", "p.toml",
                    "--invalid-labels", "zero")
     assert done.returncode == 2 and "--invalid-labels" in done.stderr and "Traceback" not in done.stderr
+
+
+# -- found by a second adversarial pass over the merged fixes ------------------------------------
+def test_a_judges_details_file_given_as_the_journal_is_refused_untouched(folder):
+    details = folder / "run.qrels.details.jsonl"
+    details.write_text(json.dumps({"qid": "q1", "docid": "d0", "label": 2, "judges": {"j": {"label": 2}}}) + "\n")
+    line = refused(folder, *LABEL, "-o", "h.qrels", "--journal", details.name, made=("h.qrels.lock",))
+    assert "run.qrels.details.jsonl:1: expected a journal entry" in line and "judges" in line
+
+
+def test_another_programs_database_with_a_calls_table_is_refused_untouched(folder):
+    db = sqlite3.connect(folder / "app.db")
+    db.execute("CREATE TABLE calls (x INTEGER)")
+    db.execute("PRAGMA user_version=3")
+    db.commit()
+    db.close()
+    for command in (["store", "stats", "--store"], ["store", "check", "--store"]):
+        line = refused(folder, *command, "app.db")
+        assert "app.db: expected a judgeblender store" in line
+
+
+def test_an_output_option_never_overwrites_a_store(folder, server):
+    good = run_cli(folder, "judge", "-q", "queries.tsv", "-c", "corpus.jsonl", "-p", "pairs.tsv", "-j",
+                   "openai:test-model", "--base-url", server.base_url, "-o", "a.qrels", "--store", "s.sqlite")
+    assert good.returncode == 0, good.stderr
+    line = refused(folder, "judge", "-q", "queries.tsv", "-c", "corpus.jsonl", "-p", "pairs.tsv", "-j",
+                   "openai:test-model", "--base-url", server.base_url, "-o", "b.qrels", "--details", "s.sqlite",
+                   "--store", "other.sqlite")
+    assert "s.sqlite: expected an output file that is not an SQLite database" in line

@@ -311,3 +311,21 @@ def test_every_label_pattern_that_begins_with_a_number_begins_where_a_digit_run_
     assert len(numeric) >= 5
     assert all(p.startswith((labels._AT_RUN_START, "(?<![\\w.])")) for p in numeric), numeric
     assert parse_grade(("1" * 300 + " ") * 130 + "x").label is None
+
+
+# -- found by a second adversarial pass over the merged fixes ------------------------------------
+@pytest.mark.parametrize("text", [
+    "Relevance score: 3 on a five-point scale.", "Score: 3 of 5", "Score: 3 out of five", "Rating: 3 (Likert 1-5)",
+    "Score: 2 [1-5]", "Final score: 2 (scale 1..5)", "Score: 3 (max 5)", "2 on a 5-level scale",
+    "3 (according to our 1-5 rubric)", "Final score: 1 → 2 (after re-reading)", "Score: 3 -> 2", "Score: 1½",
+])
+def test_scales_named_in_words_brackets_or_arrows_are_invalid(text):
+    assert parse_grade(text).label is None, parse_grade(text)
+
+
+@pytest.mark.parametrize("text,label", [
+    ("Score: 3\nConfidence score: 1", 3), ("Score: 2\nCertainty score: 0", 2), ("Score: 2 of 3", 2),
+    ("Score: 2 out of three", 2), ("I rate it 2 on a 4-point scale", 2), ("Score (max 3): 1", 1),
+])
+def test_a_confidence_score_is_not_the_answer_and_the_scales_own_words_still_read(text, label):
+    assert parse_grade(text).label == label

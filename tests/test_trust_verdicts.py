@@ -217,3 +217,24 @@ def test_a_degenerate_forty_kilobyte_answer_is_invalid_after_linear_work(name, m
     # each character is handed to json at most twice per level of braces opened, plus the whole
     # text and the error message: a constant times the length, never the length squared
     assert sum(parsed_chars) <= (2 * (verdict_module._MAX_DEPTH + 1) + 2) * len(text)
+
+
+# -- found by a second adversarial pass over the merged fixes ------------------------------------
+@pytest.mark.parametrize("text", [
+    '{"reason": "wrong", "score": 1, "scale": "1-5"}',
+    '{"reason": "wrong", "score": 1, "max": 5}',
+    '{"reason": "wrong", "score": 1, "out_of": 10}',
+    'Score on a 1-5 scale:\n{"reason": "wrong", "score": 1}',
+])
+def test_a_verdict_stated_on_another_scale_is_invalid(text):
+    result = read(text)
+    assert result.score is None and "another scale" in result.invalid_reason
+
+
+@pytest.mark.parametrize("text", [
+    '{"reason": "right", "score": 1, "scale": "0-1"}',
+    '{"reason": "on a 1-5 scale it would be a 5", "score": 1}',
+    'Scale 0 to 1.\n{"reason": "right", "score": 1}',
+])
+def test_a_verdict_on_the_steps_own_scale_still_reads(text):
+    assert read(text).score == 1.0

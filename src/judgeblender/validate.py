@@ -115,9 +115,11 @@ def _existing_parent(path: Path) -> Path:
     return parent
 
 
-def output_file(path: str | Path, inputs: Iterable[str | Path | None] = (), what: str = "an output file") -> Path:
-    """A file we may write: not a directory, not under a file, not one of the inputs, on a
-    writable disk with room. Nothing is written to `path` itself."""
+def output_file(path: str | Path, inputs: Iterable[str | Path | None] = (), what: str = "an output file",
+                sqlite_ok: bool = False) -> Path:
+    """A file we may write: not a directory, not under a file, not one of the inputs, not an
+    existing SQLite database (a store: a mistyped option must not replace every stored call)
+    unless `sqlite_ok`, on a writable disk with room. Nothing is written to `path` itself."""
     path = Path(path)
     kind = _kind(path)
     if kind not in ("file", "no such file"):
@@ -125,6 +127,11 @@ def output_file(path: str | Path, inputs: Iterable[str | Path | None] = (), what
     for other in inputs:
         if other is not None and (_same_file(path, Path(other)) or Path(other).absolute() == path.absolute()):
             raise InputError(path, None, f"{what} that is not also an input", f"the same file as input {other}")
+    if kind == "file" and not sqlite_ok:
+        with open(path, "rb") as fh:
+            if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
+                raise InputError(path, None, f"{what} that is not an SQLite database",
+                                 "an existing SQLite database (a store?); it is not overwritten")
     _probe_dir(_existing_parent(path), path, what)
     return path
 
@@ -180,11 +187,15 @@ def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = Fals
             try:
                 version = db.execute("PRAGMA user_version").fetchone()[0]
                 tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+                columns = {r[1] for r in db.execute("PRAGMA table_info(calls)")}
             finally:
                 db.close()
         except sqlite3.DatabaseError as exc:
-            raise InputError(path, None, "a judgeblender store (a readable SQLite file)", str(exc)) from None
-        if (version == 0 and tables) or (version > 0 and "calls" not in tables):
+            raise InputError(path, None, "a judgeblender store (a readable SQLite file)",
+                             f"{exc}; if it is a damaged store, `judgeblender store check` and docs/reliability.md "
+                             "(section 8, part 7) say how to recover") from None
+        # every schema's calls table has these columns; another program's `calls` table would be changed
+        if (version == 0 and tables) or (version > 0 and not {"key", "raw_output"} <= columns):
             # migrating another program's database would change it
             raise InputError(path, None, "a judgeblender store", f"another SQLite database (tables: {', '.join(tables[:5])})")
         if version > len(MIGRATIONS):

@@ -45,7 +45,8 @@ ROLES: dict[str, dict[str, str]] = {
     "judge": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "details": OUTPUT, "model": MODEL,
               "prompt": PROMPT, "store_path": STORE, "panel": PANEL, "panel_models": MODELS, "batch_read": INPUT,
               "batch_write": OUTPUT},
-    "blend": {"judges": NAMED_INPUTS, "details": INPUTS, "out": OUTPUT, "panel": INPUT, "tiebreaker": NAMED_INPUTS},
+    "blend": {"judges": NAMED_INPUTS, "details": INPUTS, "out": OUTPUT, "panel": INPUT, "tiebreaker": NAMED_INPUTS,
+              "pairs": INPUT},
     "agree": {"predictions": INPUTS, "gold": INPUT},
     "correlate": {"predictions": INPUTS, "gold": INPUT, "runs_dir": DIR, "groups_file": INPUT, "plot": OUTPUT},
     "pool": {"runs_dir": DIR, "out": OUTPUT, "exclude": INPUT, "queries_from": INPUT, "corpus": INPUT,
@@ -145,8 +146,8 @@ def check_arguments(command: str, args: dict[str, Any]) -> None:
     written = [("--" + name.replace("_", "-"), Path(value)) for name, role in roles.items() if role == OUTPUT
                for value in _many(args.get(name))]
     written += [(what, path) for what, derive in DERIVED.get(command, ()) if (path := derive(args)) is not None]
-    for _, path in written:
-        validate.output_file(path, [*inputs, *stores])
+    for _, path in written:  # only `store merge --out X --force` replaces a store
+        validate.output_file(path, [*inputs, *stores], sqlite_ok=command == "store merge")
     validate.distinct_outputs(written)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from ..errors import InputError, JudgeblenderError
 
 LEVELS = (0, 1, 2, 3)
+JOURNAL_KEYS = frozenset({"qid", "docid", "label", "at"})  # what JournalEntry.to_json writes
 TORN_START = b'{"qid": '  # how every line JournalEntry.to_json writes starts
 
 
@@ -143,6 +144,10 @@ def _parse(path: Path, lineno: int, raw: str) -> JournalEntry:
         raise InputError(path, lineno, "one JSON object per line", f"{exc.msg} at column {exc.colno}") from None
     if not isinstance(obj, dict):
         raise InputError(path, lineno, "a JSON object", raw)
+    extra = sorted(set(obj) - JOURNAL_KEYS)
+    if extra:  # a judge's details file, or another tool's JSON lines: not people's labels
+        raise InputError(path, lineno, f"a journal entry (only the keys {', '.join(sorted(JOURNAL_KEYS))})",
+                         f"other keys: {', '.join(extra)}")
     qid, docid, label = obj.get("qid"), obj.get("docid"), obj.get("label", "missing")
     if not isinstance(qid, str) or not isinstance(docid, str) or not qid or not docid:
         raise InputError(path, lineno, "string fields qid and docid", raw)

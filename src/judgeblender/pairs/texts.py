@@ -23,11 +23,16 @@ def is_missing(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
 
+# Characters that show nothing and that str.isspace() does not count: zero-width space, non-joiner
+# and joiner, word joiner, the byte-order mark. A text of only these (and white space) is blank.
+_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+
+
 def text_problem(value: Any) -> str | None:
     """None for a non-blank string; else what the value is instead ("missing (NaN)", "blank",
     "not text (int 5)"), for an error or a skip reason."""
     if isinstance(value, str):
-        if not value or value.isspace():
+        if not value or not value.translate(_INVISIBLE).strip():
             return "blank"
         # a lone surrogate (from a JSON \u escape) is text no UTF-8 writer or tokenizer can take
         return "not Unicode text (a lone surrogate)" if SURROGATE.search(value) else None

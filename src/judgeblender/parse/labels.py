@@ -48,8 +48,10 @@ NUM = r"(-?\d+(?:\.\d+)?)"
 # A pattern that begins with a number begins where a run of digits begins: tried inside a run,
 # it would scan the rest of the run again at every digit (quadratic in a 300-digit run).
 _AT_RUN_START = r"(?<!\d)"
-_DASH = r"(?:-|–|—|‐|−|~|to|through)"
+_DASH = r"(?:-|–|—|‐|−|~|\.\.|to|through)"
 _RANGE = r"(\d+)\s*" + _DASH + r"\s*(\d+)"
+_WORDS = {w: n for n, w in enumerate("zero one two three four five six seven eight nine ten".split())}
+_NUMBER_WORD = r"(\d+|(?:zero|one|two|three|four|five|six|seven|eight|nine|ten)\b)"
 # Between a key and its value: markdown or quotes, an optional note in parentheses ("Final
 # score (O): 3", "Score (0-3): 2"), "is"/"of", a colon or equals sign. Each run of marks
 # follows a token it needs, so no two runs compete for the same characters (no backtracking
@@ -60,7 +62,9 @@ _SEP = (_MARKS + r"(?:\([^()\n]{0,40}\)" + _MARKS + r")?(?:(?:is|of|was)\b" + _M
 
 _FINAL = re.compile(r"final[\s_-]*score" + _SEP + NUM, re.I)
 _OVERALL = re.compile(r"(?<![a-z0-9])o\s*[:=][\s*]*" + NUM, re.I)
-_KEYED = re.compile(r"(?:relevance\s+)?(?:score|relevance|category|label|grade|answer|rating)" + _SEP + NUM, re.I)
+# "Confidence score: 1" is the model's confidence, not its answer
+_KEYED = re.compile(r"(?<!confidence\s)(?<!certainty\s)(?<!confidence_)(?<!certainty_)"
+                    r"(?:relevance\s+)?(?:score|relevance|category|label|grade|answer|rating)" + _SEP + NUM, re.I)
 _OUT_OF = re.compile(_AT_RUN_START + NUM + r"\s*(?:out\s+of|/)\s*\d+", re.I)
 _LINE_ONLY = re.compile(r"^[\s#*`\"'\[\(]*" + NUM + r"[\s*`\"'\]\).]*$")
 _LINE_NUMBERED = re.compile(r"^[\s#*]*\d+\s*[:.)]\s*" + NUM + r"[\s*.]*$")
@@ -79,19 +83,29 @@ _LONE = re.compile(r"(?<![\w.])" + NUM + r"(?![\w.]|\.\d)")
 # What follows the number itself (after closing markdown or quotes).
 _CLOSING = re.compile(r"[*_`\"'\]]*")
 _DECIMAL_COMMA = re.compile(r",\d")
-_SPAN = re.compile(r"\s*(?:-|–|—|‐|−|~|to\b|through\b|or\b|and\b)\s*[*_`\"']*-?\d", re.I)
-_FRACTION = re.compile(r"\)?\s*\(?\s*(?:points?\s+)?(?:/|out\s+of\b)\s*"
-                       r"(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?(\d+)", re.I)
+_SPAN = re.compile(r"\s*(?:->|=>|→|⇒|⟶|-|–|—|‐|−|~|to\b|through\b|or\b|and\b)\s*[*_`\"']*-?\d", re.I)
+_VULGAR = re.compile("[\u00bc-\u00be\u2150-\u215e]")  # ½, ⅓, ¾ ...: "1½" is not one label
+_FRACTION = re.compile(r"\)?\s*\(?\s*(?:points?\s+)?(?:/|out\s+of\b|of\b)\s*"
+                       r"(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?" + _NUMBER_WORD, re.I)
 _PERCENT = re.compile(r"\s*(?:%|percent\b)", re.I)
 # A scale named near the number: (kind, pattern); kinds: a range lo-hi, a top N, N levels.
 _MENTIONS = [
     ("range", re.compile(r"scale(?:\s+(?:of|from))?[\s\"':=(\[]*" + _RANGE, re.I)),
-    ("range", re.compile(_AT_RUN_START + _RANGE + r"[\s)\]\"']*(?:-?point\s+)?(?:scale|range)\b", re.I)),
+    ("range", re.compile(_AT_RUN_START + _RANGE + r"[\s)\]\"']*(?:-?point\s+)?(?:scale|range|rubric)\b", re.I)),
+    ("range", re.compile(r"likert\W{0,3}" + _RANGE, re.I)),
+    ("range", re.compile(r"\[\s*" + _RANGE + r"\s*\]", re.I)),
     ("range", re.compile(r"\(\s*" + _RANGE + r"\s*\)", re.I)),
-    ("levels", re.compile(_AT_RUN_START + r"(\d+)[\s-]*point\s+(?:scale|rating)", re.I)),
+    ("levels", re.compile(_AT_RUN_START + _NUMBER_WORD + r"[\s-]*(?:point|level|star)\s+(?:scale|rating|likert)",
+                          re.I)),
+    ("top", re.compile(r"\bmax(?:imum)?\W{0,3}" + _NUMBER_WORD, re.I)),
     ("top", re.compile(r"scale\s+of\s+(\d+)\b(?!\s*" + _DASH + r"\s*\d)", re.I)),
-    ("top", re.compile(r"out\s+of\s+(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?(\d+)", re.I)),
+    ("top", re.compile(r"out\s+of\s+(?:a\s+(?:possible|maximum(?:\s+of)?|total\s+of)\s+)?" + _NUMBER_WORD, re.I)),
 ]
+def _whole(word: str) -> int:
+    """A scale's number as written: digits, or a number word ("five")."""
+    return int(word) if word.isdigit() else _WORDS[word.lower()]
+
+
 _BOUNDARY = re.compile(r"\n|[.;!?](?=\s)")
 _WINDOW = 160  # at most this many characters on each side of the number belong to its clause
 
@@ -127,7 +141,7 @@ class _Context:
         mentions = []
         for kind, pattern in _MENTIONS:
             for m in pattern.finditer(text):
-                numbers = [int(g) for g in m.groups()]
+                numbers = [_whole(g) for g in m.groups()]
                 same = (numbers == [min(scale), max(scale)] if kind == "range" else
                         numbers[0] == max(scale) if kind == "top" else numbers[0] == len(scale))
                 if not same:
@@ -151,6 +165,13 @@ class _Context:
         return None
 
 
+def named_other_scale(text: str, scale: tuple[int, ...]) -> str | None:
+    """The first scale `text` names that is not `scale` ("1-5", "five-point scale", "max 10"), as
+    written; else None. For JSON verdicts, whose number has no clause of prose around it."""
+    ctx = _Context(text, scale)
+    return ctx.other[0][2] if ctx.other else None
+
+
 def _off_scale(ctx: _Context, start: int, end: int) -> str | None:
     """Why the number ctx.text[start:end] is not one integer of the step's scale, or None."""
     text, scale = ctx.text, ctx.scale
@@ -166,9 +187,11 @@ def _off_scale(ctx: _Context, start: int, end: int) -> str | None:
         return f"{number}{span.group(0)} is a range or a choice, not one label"
     if _PERCENT.match(after):
         return f"{number}% is a percentage, not a label on the scale {_scale_text(scale)}"
+    if _VULGAR.match(after):
+        return f"{number}{after[0]} is a fraction, not one label"
     fraction = _FRACTION.match(after)
-    if fraction and int(fraction.group(1)) != max(scale):
-        return f"{number} out of {int(fraction.group(1))} is not on the scale {_scale_text(scale)}"
+    if fraction and _whole(fraction.group(1)) != max(scale):
+        return f"{number} out of {_whole(fraction.group(1))} is not on the scale {_scale_text(scale)}"
     other = ctx.other_scale(start, end)
     if other is not None:
         return f"{number} is stated on another scale ({other!r}), not the scale {_scale_text(scale)}"

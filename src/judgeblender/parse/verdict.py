@@ -35,6 +35,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ValidationError, create_model
 
+from .labels import named_other_scale
+
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 # JSON Schema calls 2.0 an integer; pydantic's strict int would not.
 _JSON_INT = Annotated[int, BeforeValidator(lambda v: int(v) if isinstance(v, float) and v.is_integer() else v)]
@@ -291,5 +293,26 @@ def parse_verdict(text: str | None, schema: dict[str, Any], score_field: str = "
         return Verdict(None, data=data, invalid_reason=f"score {score} outside {score_range}")
     if score_range is None and levels is not None and score not in levels:
         return Verdict(None, data=data, invalid_reason=f"score {raw_score} is not a level in {levels}")
+    other = _other_scale(text, chosen.start, data, levels, score_range, (score_field, reason_field))
+    if other is not None:
+        return Verdict(None, data=data, invalid_reason=f"score {raw_score} is stated on another scale ({other!r})")
     reason = checked.get(reason_field) if reason_field else None
     return Verdict(score, reason if isinstance(reason, str) else None, data, None, repaired)
+
+
+PROSE_BEFORE = 200  # characters of prose before the verdict looked at for the scale it names
+
+
+def _other_scale(text: str, start: int, data: dict, levels: list[int] | None, score_range: list[float] | None,
+                 own_fields: tuple) -> str | None:
+    """A scale other than the step's named by the verdict's other fields (`"scale": "1-5"`,
+    `"max": 10`) or by the prose just before it ("On a 1-5 scale: {...}"); else None."""
+    if levels:
+        scale = tuple(levels)
+    elif score_range is not None and all(float(x).is_integer() for x in score_range):
+        scale = tuple(range(int(score_range[0]), int(score_range[1]) + 1))
+    else:
+        return None
+    fields = " ; ".join(f"{str(k).replace('_', ' ')} {v}" for k, v in data.items()
+                        if k not in own_fields and isinstance(v, (str, int, float)) and not isinstance(v, bool))
+    return named_other_scale(fields, scale) or named_other_scale(text[max(0, start - PROSE_BEFORE):start], scale)
