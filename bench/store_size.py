@@ -23,17 +23,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 
 def dataset(n: int):
-    from judgeblender.pairs import Pair
+    """n pairs, one 60-word passage each (scale_out.py's data)."""
+    from scale_out import dataset as synthetic
 
-    per_query = 10
-    queries = {f"q{i}": f"question {i} about topic {i % 97}" for i in range(n // per_query + 1)}
-    corpus = {f"d{k}": f"passage {k}: " + " ".join(f"w{(k * 7 + j) % 1000}" for j in range(60))
-              for k in range(n)}
-    pairs = [Pair(f"q{i // per_query}", f"d{i}") for i in range(n)]
-    return queries, corpus, pairs
+    return synthetic(n, passages=n)
 
 
 def one(mode: str, n: int, url: str) -> dict:
