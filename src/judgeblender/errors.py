@@ -39,12 +39,13 @@ class InputError(JudgeblenderError):
 class MissingItemsError(JudgeblenderError):
     """Pairs reference queries or passages that the inputs do not contain."""
 
-    def __init__(self, kind: str, missing: list[str], total: int, source: str):
+    def __init__(self, kind: str, missing: list[str], total: int, source: str, count: int | None = None):
         self.kind = kind
         self.missing = missing
-        shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        count = len(missing) if count is None else count  # `missing` may hold only the first ones
+        shown = ", ".join(missing[:5]) + (" ..." if count > 5 else "")
         super().__init__(
-            f"{len(missing)} of {total} pairs reference a {kind} missing from {source} "
+            f"{count} of {total} pairs reference a {kind} missing from {source} "
             f"(first: {shown}); pass --skip-missing to judge the rest and report them"
         )
 

@@ -12,15 +12,18 @@ from rich.markup import escape
 from .. import paths
 from ..backends.batch import BatchRequests, use_batch_files
 from ..backends.registry import command_options
-from ..judges import JudgeSpec, build_judge, judge_pairs, resolve_pairs, summary_rows
+from ..judges import JudgeSpec, build_judge, summary_rows
+from ..judges.engine import check_stream, judge_stream, window_texts
 from ..judges.calibrate_panel import seed_shortfall
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..judges.injection import describe, flag_pairs
-from ..judges.outputs import final_labels, write_details, write_qrels_file
+from ..judges.outputs import RunFiles, final_labels
 from ..judges.panel import get_panel
 from ..judges.panel_file import load_tiebreaker
 from ..judges.run_panel import run_panel, write_panel_run
-from ..pairs import Pair, read_corpus, read_pairs, read_queries
+from ..pairs import Pair, read_queries
+from ..pairs.corpus import close_corpus, open_corpus
+from ..pairs.pairs import PairsFile
 from ..store import CallStore
 from .console import console, err_console
 from .options import (ApiKeyEnv, BaseUrl, Concurrency, MinChoiceMass, Progress, RayAddress, RayWorkers, Threads, Timeout,
@@ -143,53 +146,74 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Judge (query, passage) pairs with an LLM judge (or a panel) and write qrels."""
         query_map = read_queries(queries)
-        pair_list = read_pairs(pairs, pairs_format, depth)
-        if limit is not None:
-            pair_list = pair_list[:limit]
-        passages = read_corpus(corpus, wanted={p.docid for p in pair_list})
-        # the validation pass: a missing query or passage is an error before any model is built,
-        # Ray is started or the store is created (the engine checks again, for library callers)
-        resolve_pairs(pair_list, query_map, passages, skip_missing)
-        short = seed_shortfall((p.qid, p.docid) for p in pair_list) if for_calibration else None
-        if short:  # before the first model call: these labels cannot be calibrated on
-            err_console.print(f"warning: --for-calibration: {short}; label more pairs first",
-                              markup=False, soft_wrap=True)
-        opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
-        if panel:
-            _judge_with_panel(panel, panel_models, pair_list, query_map, passages, out, details, store_path, opts,
-                              mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
-                              json_summary, batch_read, batch_write, min_choice_mass, ray_address, ray_workers)
-            return
-        spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=command_options(model, opts),
-                         allow_fallback=allow_fallback,
-                         invalid_policy=invalid_policy, seed=seed, min_choice_mass=min_choice_mass)
-        if ray_address is not None:  # Ray is imported only here
-            from .ray_run import ray_judge_cli
+        pair_source = PairsFile(pairs, pairs_format, depth, limit)
+        passages = open_corpus(corpus)  # looked up by id, a window at a time: never all in memory
+        try:
+            # the validation pass over the streamed pairs: a missing query or passage is an error
+            # before any model is built, Ray is started or the store is created (the engine checks
+            # each window again, for library callers)
+            check_stream(pair_source, query_map, passages, skip_missing)
+            short = seed_shortfall((p.qid, p.docid) for p in pair_source) if for_calibration else None
+            if short:  # before the first model call: these labels cannot be calibrated on
+                err_console.print(f"warning: --for-calibration: {short}; label more pairs first",
+                                  markup=False, soft_wrap=True)
+            opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
+            if panel:
+                pair_list = list(pair_source)
+                texts = window_texts(passages, (p.docid for p in pair_list))
+                _judge_with_panel(panel, panel_models, pair_list, query_map, texts, out, details, store_path, opts,
+                                  mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
+                                  json_summary, batch_read, batch_write, min_choice_mass, ray_address, ray_workers)
+                return
+            spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=command_options(model, opts),
+                             allow_fallback=allow_fallback,
+                             invalid_policy=invalid_policy, seed=seed, min_choice_mass=min_choice_mass)
+            _judge_streamed(spec, pair_source, query_map, passages, out, details, store_path, skip_missing, redact,
+                            progress, json_summary, batch_read, batch_write, ray_address, ray_workers)
+        finally:
+            close_corpus(passages)
 
-            judge_obj = ray_judge_cli(spec, ray_address, ray_workers, batch_read or batch_write)
-        else:
-            judge_obj = build_judge(spec)
-        batch_queue = use_batch_files([judge_obj], batch_read, batch_write)
-        with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
-            run = judge_pairs([judge_obj], pair_list, query_map, passages, store, reporter, skip_missing)
+
+def _judge_streamed(spec: JudgeSpec, pair_source, query_map: dict[str, str], passages, out: Path,
+                    details: Path | None, store_path: Path, skip_missing: bool, redact: bool, progress: bool,
+                    json_summary: bool, batch_read: Path | None, batch_write: Path | None,
+                    ray_address: str | None, ray_workers: int | None) -> None:
+    """`judge` with one judge: pairs streamed in windows (judges/engine.py `judge_stream`), each
+    window's qrels and details written as it completes (judges/outputs.py `RunFiles`)."""
+    if ray_address is not None:  # Ray is imported only here
+        from .ray_run import ray_judge_cli
+
+        judge_obj = ray_judge_cli(spec, ray_address, ray_workers, batch_read or batch_write)
+    else:
+        judge_obj = build_judge(spec)
+    batch_queue = use_batch_files([judge_obj], batch_read, batch_write)
+    details_path = details or paths.details_path(out)
+    flagged: dict = {}
+
+    def write(run, texts) -> None:
+        found = flag_pairs(run.pairs, query_map, texts)  # reported only: labels stay as judged
+        flagged.update(found)
+        files.write(run, final_labels(run), extra={p: {"injection": [str(f) for f in f_]} for p, f_ in found.items()})
+
+    try:
+        with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter, \
+                RunFiles(out, details_path) as files:
+            totals = judge_stream([judge_obj], pair_source, query_map, passages, write, store, reporter, skip_missing)
+            files.finish(totals.skipped)
+    finally:
         getattr(judge_obj, "close", lambda: None)()
         if ray_address is not None:
             from .ray_run import ray_done
 
             ray_done()
-        write_batch_requests(batch_queue)
-        labels = final_labels(run)
-        n = write_qrels_file(out, run, labels)
-        details_path = details or paths.details_path(out)
-        flagged = flag_pairs(run.pairs, query_map, passages)  # reported only: labels stay as judged
-        write_details(details_path, run, labels, extra={p: {"injection": [str(f) for f in found]}
-                                                        for p, found in flagged.items()})
-        print_summary(run)
-        if flagged:
-            err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(flagged))}", highlight=False)
-        err_console.print(f"wrote {n} judgments to {out} and details to {details_path}")
-        if json_summary:
-            console.print_json(json.dumps({"qrels": str(out), "details": str(details_path),
-                                           "judges": summary_rows(run), "skipped": len(run.skipped),
-                                           "injection_flagged": len(flagged)}))
-        fail_if_calls_failed(run.stats.values())
+    write_batch_requests(batch_queue)
+    n = files.judged
+    print_summary(totals)
+    if flagged:
+        err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(flagged))}", highlight=False)
+    err_console.print(f"wrote {n} judgments to {out} and details to {details_path}")
+    if json_summary:
+        console.print_json(json.dumps({"qrels": str(out), "details": str(details_path),
+                                       "judges": summary_rows(totals), "skipped": len(totals.skipped),
+                                       "injection_flagged": len(flagged)}))
+    fail_if_calls_failed(totals.stats.values())

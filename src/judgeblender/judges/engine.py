@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -88,6 +89,14 @@ class JudgeStats:
     fallback: str | None = None
     seconds: float = 0.0
 
+    def add(self, other: "JudgeStats") -> None:
+        """Count `other` (the same judge on other pairs: a later window) into these stats."""
+        for name in ("pairs", "judged", "calls_made", "cache_hits", "retries", "backend_retries", "invalid_outputs",
+                     "truncated", "failed_calls", "deferred_calls", "no_room", "seconds"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.unjudged.update(other.unjudged)
+        self.fallback = other.fallback or self.fallback
+
     @property
     def invalid_rate(self) -> float:
         total = self.calls_made + self.cache_hits
@@ -111,7 +120,7 @@ class _PairState:
 
 
 def resolve_pairs(
-    pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str], skip_missing: bool = False,
+    pairs: Sequence[Pair], queries: Mapping[str, Any], corpus: Mapping[str, Any], skip_missing: bool = False,
     queries_source: str = "the queries", corpus_source: str = "the corpus",
 ) -> tuple[list[Pair], list[tuple[Pair, str]]]:
     """Split pairs into judgeable ones and those missing a query or passage.
@@ -120,30 +129,68 @@ def resolve_pairs(
     passage that is absent, NaN, None, <NA> or blank is an error naming the pair (with
     `skip_missing`, a skip with that reason); one that is not a string is always an error."""
     pairs = list(dict.fromkeys(pairs))
-    no_query = [p for p in pairs if p.qid not in queries]
-    no_passage = [p for p in pairs if p.qid in queries and p.docid not in corpus]
+    unfit = _Unfit()
+    ok = unfit.sort(pairs, queries, corpus, skip_missing)
     if not skip_missing:
-        if no_query:
-            raise MissingItemsError("query", sorted({p.qid for p in no_query}), len(pairs), queries_source)
-        if no_passage:
-            raise MissingItemsError("passage", [p.docid for p in no_passage], len(pairs), corpus_source)
-    skipped = [(p, "query missing") for p in no_query] + [(p, "passage missing") for p in no_passage]
-    missing = {p for p, _ in skipped}
-    judged = [p for p in pairs if p not in missing]
-    problems = {("query", q): text_problem(queries[q]) for q in {p.qid for p in judged}}  # each text once
-    problems.update({("passage", d): text_problem(corpus[d]) for d in {p.docid for p in judged}})
-    unfit = [(p, kind, problem) for p in judged for kind, key in (("query", p.qid), ("passage", p.docid))
-             for problem in (problems[kind, key],) if problem is not None]
-    refused = [u for u in unfit if not skip_missing or u[2].startswith("not ")]  # a wrong type is never skipped
-    if refused:
-        (qid, docid), kind, problem = refused[0]
+        unfit.raise_first(len(pairs), queries_source, corpus_source)
+    return ok, unfit.skipped
+
+
+class _Unfit:
+    """What makes pairs unjudgeable, gathered over one list or over a stream of windows, so the
+    error a stream raises at its end is the one `resolve_pairs` raises for the whole list."""
+
+    SHOWN = 1000  # missing docids kept for the message (it shows 5); the count is kept apart
+
+    def __init__(self) -> None:
+        self.skipped: list[tuple[Pair, str]] = []
+        self.no_query: set[str] = set()
+        self.no_passage: list[str] = []
+        self.n_no_passage = 0
+        self.text: tuple[Pair, str, str] | None = None  # the first pair with an unfit text
+        self.n_text = 0
+
+    def sort(self, pairs: list[Pair], queries: Mapping[str, Any], corpus: Mapping[str, Any],
+             skip_missing: bool) -> list[Pair]:
+        """The judgeable pairs of `pairs` (each once); the others are counted, and kept as skips."""
+        no_query = [p for p in pairs if p.qid not in queries]
+        no_passage = [p for p in pairs if p.qid in queries and p.docid not in corpus]
+        self.no_query.update(p.qid for p in no_query)
+        self.no_passage.extend(p.docid for p in no_passage[:self.SHOWN - len(self.no_passage)])
+        self.n_no_passage += len(no_passage)
+        skipped = [(p, "query missing") for p in no_query] + [(p, "passage missing") for p in no_passage]
+        missing = {p for p, _ in skipped}
+        judged = [p for p in pairs if p not in missing]
+        problems = {("query", q): text_problem(queries[q]) for q in {p.qid for p in judged}}  # each text once
+        problems.update({("passage", d): text_problem(corpus[d]) for d in {p.docid for p in judged}})
+        unfit = [(p, kind, problem) for p in judged for kind, key in (("query", p.qid), ("passage", p.docid))
+                 for problem in (problems[kind, key],) if problem is not None]
+        refused = [u for u in unfit if not skip_missing or u[2].startswith("not ")]  # a wrong type is never skipped
+        if refused and self.text is None:
+            self.text = refused[0]
+        self.n_text += len(refused)
+        if refused and skip_missing:  # a wrong type: an error even when skipping
+            raise self._text_error(len(pairs))
+        first_reason = {p: f"{kind} {problem}" for p, kind, problem in reversed(unfit)}  # the query's, if both
+        skipped += [(p, first_reason[p]) for p in dict.fromkeys(p for p, _, _ in unfit)]
+        missing |= set(first_reason)
+        self.skipped.extend(skipped)
+        return [p for p in pairs if p not in missing]
+
+    def raise_first(self, total: int, queries_source: str, corpus_source: str) -> None:
+        """The error for the first kind of problem found (queries, then passages, then texts)."""
+        if self.no_query:
+            raise MissingItemsError("query", sorted(self.no_query), total, queries_source)
+        if self.n_no_passage:
+            raise MissingItemsError("passage", self.no_passage, total, corpus_source, count=self.n_no_passage)
+        if self.text is not None:
+            raise self._text_error(total)
+
+    def _text_error(self, total: int) -> JudgeblenderError:
+        (qid, docid), kind, problem = self.text  # type: ignore[misc]
         hint = "" if problem.startswith("not ") else "; pass --skip-missing to judge the rest and report them"
-        raise JudgeblenderError(f"pair ({qid}, {docid}): its {kind} is {problem}, expected a non-blank string "
-                                f"({len(refused)} of {len(pairs)} pairs like this){hint}")
-    first_reason = {p: f"{kind} {problem}" for p, kind, problem in reversed(unfit)}  # the query's, if both
-    skipped += [(p, first_reason[p]) for p in dict.fromkeys(p for p, _, _ in unfit)]
-    missing |= set(first_reason)
-    return [p for p in pairs if p not in missing], skipped
+        return JudgeblenderError(f"pair ({qid}, {docid}): its {kind} is {problem}, expected a non-blank string "
+                                 f"({self.n_text} of {total} pairs like this){hint}")
 
 
 def _size(cut: dict[str, int | None]) -> str:
@@ -465,26 +512,138 @@ async def _run_judge(
     return judgments, stats
 
 
+async def _judge_items(judges: list, items: list[tuple[Pair, dict[str, str]]], store: CallStore | None,
+                       reporter: Reporter) -> tuple[dict[str, dict[Pair, Judgment]], dict[str, JudgeStats]]:
+    """Every judge over the same items, one after another (each judge's calls sorted on their own)."""
+    judgments: dict[str, dict[Pair, Judgment]] = {}
+    stats: dict[str, JudgeStats] = {}
+    for judge in judges:
+        if isinstance(judge, Judge):
+            judgments[judge.id], stats[judge.id] = await _run_judge(judge, items, store, reporter)
+        else:
+            judgments[judge.id], stats[judge.id] = await judge.run(items, store, reporter)
+    return judgments, stats
+
+
+def _check_ids(judges: list) -> None:
+    ids = [j.id for j in judges]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise JudgeblenderError(f"two judges share the id {dupes[0]!r}: give each a distinct id")
+
+
 async def judge_pairs_async(
     judges: Iterable[Judge | PairJudge], pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str],
     store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
 ) -> JudgeRun:
     judges = list(judges)
-    ids = [j.id for j in judges]
-    if len(set(ids)) != len(ids):
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
-        raise JudgeblenderError(f"two judges share the id {dupes[0]!r}: give each a distinct id")
+    _check_ids(judges)
     pairs = [p if isinstance(p, Pair) else Pair(*map(str, p)) for p in pairs]  # (qid, docid) tuples too
     ok, skipped = resolve_pairs(pairs, queries, corpus, skip_missing)
     items = [(p, {"query": queries[p.qid], "passage": corpus[p.docid]}) for p in ok]
+    judgments, stats = await _judge_items(judges, items, store, reporter or SilentReporter())
+    return JudgeRun(pairs=ok, judgments=judgments, stats=stats, skipped=skipped)
+
+
+# ------------------------------------------------------------------------------------ streaming
+# Pairs judged together: each window's calls are sorted by prompt text (prefix reuse) and its
+# outputs written before the next window is read. 10,000 pairs hold about 50 MB of prompts and
+# judgments; on pairs in pool order (grouped by query) nearly all prefix reuse is within a window
+# (docs/scale-out.md measures the embedded throughput against one window for everything).
+WINDOW = 10_000
+
+
+def window_texts(corpus: Mapping[str, Any], docids: Iterable[str]) -> dict[str, Any]:
+    """The passages of one window: one read of an on-disk index (`get_many`), or dict lookups."""
+    get_many = getattr(corpus, "get_many", None)
+    if get_many is not None:
+        return get_many(list(docids))
+    return {d: corpus[d] for d in dict.fromkeys(docids) if d in corpus}
+
+
+def _windows(pairs: Iterable[Pair | tuple[str, str]], window: int) -> Iterator[list[Pair]]:
+    from ..pairs.pairs import unique_pairs  # each pair once across windows, holding digests only
+
+    it = unique_pairs(pairs)
+    while chunk := list(islice(it, window)):
+        yield chunk
+
+
+def check_stream(pairs: Iterable[Pair | tuple[str, str]], queries: Mapping[str, Any], corpus: Mapping[str, Any],
+                 skip_missing: bool = False, window: int = WINDOW) -> tuple[int, list[tuple[Pair, str]]]:
+    """The validation pass over streamed pairs, before any model call: raises what
+    `resolve_pairs` would raise for the whole list (counts over the whole stream) without
+    holding the pairs; returns (pairs, skipped) with skips only under `skip_missing`."""
+    unfit = _Unfit()
+    total = 0
+    for chunk in _windows(pairs, window):
+        total += len(chunk)
+        unfit.sort(chunk, queries, window_texts(corpus, (p.docid for p in chunk)), skip_missing)
+        if not skip_missing:
+            unfit.skipped.clear()
+    if not skip_missing:
+        unfit.raise_first(total, "the queries", "the corpus")
+    return total, unfit.skipped
+
+
+@dataclass
+class StreamTotals:
+    """What a streamed run keeps after its windows are written: each judge's stats summed over the
+    windows, and the skipped pairs (a skip is held: it comes from bad input and is reported)."""
+
+    stats: dict[str, JudgeStats] = field(default_factory=dict)
+    skipped: list[tuple[Pair, str]] = field(default_factory=list)
+    pairs: int = 0
+    windows: int = 0
+
+    def add(self, run: JudgeRun) -> None:
+        self.pairs += len(run.pairs)
+        self.windows += 1
+        self.skipped.extend(run.skipped)
+        for jid, st in run.stats.items():
+            if jid in self.stats:
+                self.stats[jid].add(st)
+            else:
+                self.stats[jid] = st
+
+
+async def judge_windows_async(
+    judges: list, pairs: Iterable[Pair | tuple[str, str]], queries: Mapping[str, Any], corpus: Mapping[str, Any],
+    store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
+    window: int = WINDOW,
+) -> AsyncIterator[tuple[JudgeRun, dict[str, Any]]]:
+    """Judge a stream of pairs window by window; yields each window's JudgeRun (its pairs in
+    input order, each pair once over the whole stream) with the window's passages by docid.
+    Nothing of a window is kept after it is yielded: run `check_stream` first for errors before
+    any model call."""
+    _check_ids(judges)
     reporter = reporter or SilentReporter()
-    run = JudgeRun(pairs=ok, judgments={}, stats={}, skipped=skipped)
-    for judge in judges:
-        if isinstance(judge, Judge):
-            run.judgments[judge.id], run.stats[judge.id] = await _run_judge(judge, items, store, reporter)
-        else:
-            run.judgments[judge.id], run.stats[judge.id] = await judge.run(items, store, reporter)
-    return run
+    for chunk in _windows(pairs, window):
+        texts = window_texts(corpus, (p.docid for p in chunk))
+        ok, skipped = resolve_pairs(chunk, queries, texts, skip_missing)
+        items = [(p, {"query": queries[p.qid], "passage": texts[p.docid]}) for p in ok]
+        judgments, stats = await _judge_items(judges, items, store, reporter)
+        yield JudgeRun(pairs=ok, judgments=judgments, stats=stats, skipped=skipped), texts
+
+
+def judge_stream(
+    judges: list, pairs: Iterable[Pair | tuple[str, str]], queries: Mapping[str, Any], corpus: Mapping[str, Any],
+    on_window: Callable[[JudgeRun, dict[str, Any]], None], store: CallStore | None = None, reporter: Reporter | None = None,
+    skip_missing: bool = False, window: int = WINDOW,
+) -> StreamTotals:
+    """Judge pairs of any length with bounded memory: `on_window` receives each window's
+    JudgeRun and its passages (write it out there) in input order; the totals come back. Built judges only
+    (closed by the caller); their served connections are closed here, on the run's loop."""
+    totals = StreamTotals()
+
+    async def work() -> StreamTotals:
+        async for run, texts in judge_windows_async(judges, pairs, queries, corpus, store, reporter, skip_missing,
+                                                    window):
+            on_window(run, texts)
+            totals.add(run)
+        return totals
+
+    return run_then_close(judges, work())
 
 
 def judge_pairs(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
 
@@ -90,3 +93,73 @@ def _irds_pairs(source: str | Path, fmt: str, depth: int | None) -> list[Pair]:
     if not pairs:
         raise InputError(source, None, "at least one pair", "none")
     return list(dict.fromkeys(pairs))
+
+
+class SeenPairs:
+    """Which pairs were seen, in 16-byte digests: about 70 bytes a pair in memory (a set of Pair
+    tuples: about 250), for streams of 10^7 pairs. Two pairs would share a digest with probability
+    about n^2 / 2^129: never, for any n a machine can hold."""
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+
+    def add(self, pair: tuple[str, str]) -> bool:
+        """Whether `pair` is new (and now seen)."""
+        digest = hashlib.blake2b(f"{pair[0]}\t{pair[1]}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        key = int.from_bytes(digest, "little")
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+def unique_pairs(pairs: Iterable[tuple[str, str]]) -> Iterator[Pair]:
+    """Each pair once, in first-seen order, lazily; (qid, docid) tuples become Pairs."""
+    seen = SeenPairs()
+    for p in pairs:
+        if seen.add(p):
+            yield p if isinstance(p, Pair) else Pair(*map(str, p))
+
+
+def iter_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) -> Iterator[Pair]:
+    """`read_pairs`, lazily: a 'qid docid' file is read line by line, each pair once in
+    first-seen order, holding only SeenPairs' digests; qrels, runs and irds ids are read whole
+    (a qrels file is checked as a whole, a run is ranked per query) and then yielded."""
+    if irds.is_irds(path) or fmt not in FORMATS or (fmt == "auto" and detect_format(path) != "tsv") \
+            or fmt in ("qrels", "run"):
+        yield from read_pairs(path, fmt, depth)
+        return
+    seen = SeenPairs()
+    repeats: list[int] = []
+    n_repeats = 0
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        cols = line.split()
+        if len(cols) != 2:
+            raise InputError(path, lineno, "2 columns 'query_id doc_id'", line)
+        pair = Pair(check_id(path, lineno, cols[0], "query id"), check_id(path, lineno, cols[1], "doc id"))
+        if seen.add(pair):
+            yield pair
+            continue
+        n_repeats += 1
+        if not repeats:
+            repeats.append(lineno)
+    if not len(seen):
+        raise InputError(path, None, "at least one pair", "none")
+    report_repair(path, "repeated pairs kept once", repeats, count=n_repeats)
+
+
+class PairsFile:
+    """A pairs file (or irds id), read anew each time it is iterated, so the validation pass and
+    the run each stream it without holding the pairs (`iter_pairs`); `limit` keeps the first N."""
+
+    def __init__(self, path: str | Path, fmt: str = "auto", depth: int | None = None, limit: int | None = None):
+        self.path, self.fmt, self.depth, self.limit = path, fmt, depth, limit
+
+    def __iter__(self) -> Iterator[Pair]:
+        pairs = iter_pairs(self.path, self.fmt, self.depth)
+        return islice(pairs, self.limit) if self.limit is not None else pairs

@@ -27,12 +27,14 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def report_repair(path: str | Path, what: str, lines: list, unit: str = "line") -> None:
+def report_repair(path: str | Path, what: str, lines: list, unit: str = "line", count: int | None = None) -> None:
     """Tell the user, once per file and kind, that a documented repair was applied (`lines`: where,
-    in `unit`s: lines of a file, rows of a DataFrame)."""
+    in `unit`s: lines of a file, rows of a DataFrame; `count`: how many in all, when `lines` holds
+    only the first)."""
     if not lines:
         return
-    first = f"{unit} {lines[0]}" + (f", {len(lines) - 1} more" if len(lines) > 1 else "")
+    count = len(lines) if count is None else count
+    first = f"{unit} {lines[0]}" + (f", {count - 1} more" if count > 1 else "")
     log.warning("note: %s: %s (%s)", path, what, first)
 
 

@@ -1,0 +1,203 @@
+"""Passages looked up by id on disk: an index of byte offsets, not the texts.
+
+`read_corpus` keeps every wanted passage in a dict: for a job of 10^7 pairs with a passage each
+that is gigabytes (about 0.5 KB a 60-word passage, plus the dict). `PassageIndex` reads the JSONL
+once, checks every line as `read_corpus` does (`corpus.parse_line`), and keeps, per line, a
+64-bit hash of its docid, the line's byte offset and its line number, in three sorted numpy
+arrays: 20 bytes a passage, whatever the passage's length. `get_many` hashes a window's docids
+at once, finds them by binary search, and reads and parses their lines again. A line whose
+docid is not the one asked (two ids with one hash) is passed over, so a hash collision never
+hands back another passage's text.
+
+What `read_corpus` refuses for a wanted passage is refused here when a pair asks for it, with
+the same message naming the line: blank text, and one docid with two different texts (one id
+with the same text twice is kept once and reported). Control characters become spaces on the
+way out (reported once for the file). A gzip corpus cannot be sought in, so it is decompressed
+once into a temporary file; messages still name the file the user gave.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import tempfile
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from .corpus import parse_line
+from .textfile import GZIP_MAGIC, clean_text, report_repair
+
+BOM = b"\xef\xbb\xbf"
+
+
+def id_hash(docid: str) -> int:
+    """A docid's 64-bit hash, as a signed integer (numpy int64)."""
+    return int.from_bytes(hashlib.blake2b(docid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+class PassageIndex(Mapping[str, str]):
+    """docid -> passage text, read from the file when asked. Close it (or use `with`) when done."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise InputError(self.path, None, "an existing file", "no such file")
+        if self.path.is_dir():
+            raise InputError(self.path, None, "a file", "a directory")
+        self._tmp = None
+        source = self.path
+        with open(self.path, "rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+        if gz:
+            self._tmp = tempfile.NamedTemporaryFile(prefix="jb-corpus-", suffix=".jsonl")
+            lines = 0
+            try:
+                with gzip.open(self.path, "rb") as src:
+                    while block := src.read(1 << 20):
+                        self._tmp.write(block)
+                        lines += block.count(b"\n")
+            except (EOFError, OSError, zlib.error) as exc:
+                raise InputError(self.path, lines + 1, "a complete gzip stream",
+                                 f"truncated or corrupt ({exc})") from None
+            self._tmp.flush()
+            source = Path(self._tmp.name)
+        self._fh = open(source, "rb")
+        # docid -> the first line that makes it unusable: (line, what was expected, the line)
+        self._errors: dict[str, tuple[int, str, str]] = {}
+        self._build()
+
+    # ------------------------------------------------------------------------------------ building
+    def _build(self) -> None:
+        hashes, offsets, lines = [], [], []
+        cleaned: list[int] = []
+        offset = 0
+        self._fh.seek(0)
+        for lineno, data in enumerate(self._fh, start=1):
+            start = offset
+            offset += len(data)
+            if lineno == 1 and data.startswith(BOM):
+                data, start = data[3:], start + 3
+                report_repair(self.path, "UTF-8 byte-order mark at the start of the file ignored", [1])
+            line = self._decode(data, lineno)
+            if not line.strip():
+                continue
+            docid, text = parse_line(self.path, lineno, line)
+            if clean_text(text)[1]:
+                cleaned.append(lineno)
+            if not text.strip() and docid not in self._errors:
+                self._errors[docid] = (lineno, f"non-blank text for passage {docid}", line)
+            hashes.append(id_hash(docid))
+            offsets.append(start)
+            lines.append(lineno)
+        if not hashes:
+            raise InputError(self.path, None, "at least one passage", "an empty file")
+        h = np.array(hashes, dtype=np.int64)
+        off = np.array(offsets, dtype=np.int64)
+        ln = np.array(lines, dtype=np.int64)
+        del hashes, offsets, lines
+        order = np.lexsort((ln, h))  # by hash, then by line: the first of an id's lines comes first
+        self._hashes, self._offsets, self._lines = h[order], off[order], ln[order]
+        report_repair(self.path, "control characters in passage text replaced by spaces", cleaned)
+        self._check_repeats()
+
+    def _check_repeats(self) -> None:
+        """Lines sharing a hash: the same id with the same text is kept once (reported); with
+        another text it is an error for whoever asks for that id; different ids both stay."""
+        same = np.flatnonzero(self._hashes[1:] == self._hashes[:-1]) + 1
+        if not len(same):
+            return
+        drop: list[int] = []
+        repeated: list[int] = []
+        for k in same:
+            first = int(np.searchsorted(self._hashes, self._hashes[k], "left"))
+            docid, text, lineno, line = self._read(k)
+            for j in range(first, k):
+                if j in drop:
+                    continue
+                other_id, other_text, other_line, _ = self._read(j)
+                if other_id != docid:
+                    continue
+                if clean_text(other_text)[0] == clean_text(text)[0]:
+                    repeated.append(lineno)
+                elif docid not in self._errors or self._errors[docid][0] > lineno:
+                    self._errors[docid] = (lineno, f"one text per doc id ({docid} appeared at line {other_line} "
+                                           "with other text)", line)
+                drop.append(int(k))
+                break
+        keep = np.ones(len(self._hashes), dtype=bool)
+        keep[drop] = False
+        self._hashes, self._offsets, self._lines = self._hashes[keep], self._offsets[keep], self._lines[keep]
+        report_repair(self.path, "repeated identical passages kept once", sorted(repeated))
+
+    def _decode(self, data: bytes, lineno: int) -> str:
+        try:
+            return data.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            raise InputError(self.path, lineno, "UTF-8 text", f"invalid byte at column {exc.start + 1}") from None
+
+    def _read(self, k: int) -> tuple[str, str, int, str]:
+        """(docid, text, line number, line) of the k-th indexed line."""
+        self._fh.seek(int(self._offsets[k]))
+        lineno = int(self._lines[k])
+        line = self._decode(self._fh.readline(), lineno)
+        docid, text = parse_line(self.path, lineno, line)
+        return docid, text, lineno, line
+
+    # ------------------------------------------------------------------------------------ lookups
+    def get_many(self, docids: Iterable[str]) -> dict[str, str]:
+        """{docid: text} for the given ids that the file holds (absent ones are left out), read
+        in file order; an asked-for passage that is blank or has two texts is an InputError."""
+        ids = list(dict.fromkeys(docids))
+        if not ids:
+            return {}
+        wanted = np.fromiter((id_hash(d) for d in ids), dtype=np.int64, count=len(ids))
+        lo = np.searchsorted(self._hashes, wanted, "left")
+        hi = np.searchsorted(self._hashes, wanted, "right")
+        found: dict[str, str] = {}
+        candidates = sorted((int(self._offsets[k]), k, d) for d, a, b in zip(ids, lo, hi) for k in range(a, b))
+        for _, k, asked in candidates:
+            if asked in found:
+                continue
+            docid, text, lineno, line = self._read(k)
+            if docid != asked:
+                continue  # another id with the same hash
+            if asked in self._errors:
+                at, expected, shown = self._errors[asked]
+                raise InputError(self.path, at, expected, shown[:80])
+            found[asked] = clean_text(text)[0]
+        return {d: found[d] for d in ids if d in found}
+
+    def __getitem__(self, docid: str) -> str:
+        found = self.get_many([docid])
+        if docid not in found:
+            raise KeyError(docid)
+        return found[docid]
+
+    def __contains__(self, docid: object) -> bool:
+        return isinstance(docid, str) and bool(self.get_many([docid]))
+
+    def __iter__(self) -> Iterator[str]:
+        for k in np.argsort(self._offsets, kind="stable"):
+            yield self._read(int(k))[0]
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+    def nbytes(self) -> int:
+        """What the index holds in memory (its arrays)."""
+        return int(self._hashes.nbytes + self._offsets.nbytes + self._lines.nbytes)
+
+    def close(self) -> None:
+        self._fh.close()
+        if self._tmp is not None:
+            self._tmp.close()
+
+    def __enter__(self) -> "PassageIndex":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
