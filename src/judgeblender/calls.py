@@ -9,6 +9,7 @@ settings) into a CallResult; the store keys that result by `call_key(identity, r
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -94,3 +95,11 @@ def canonical_json(obj: Any) -> str:
 def call_key(identity: dict[str, Any], request: CallRequest) -> str:
     """The store key of a call: sha256 of the model's identity and everything in the request."""
     return sha256_text(canonical_json({"identity": identity, "request": request.key_fields()}))
+
+
+def call_keys(identity: dict[str, Any]) -> Callable[[CallRequest], str]:
+    """`call_key` for many requests to one model: the identity's JSON made once. The text hashed
+    is the same, character for character: canonical JSON of {"identity", "request"} is the two
+    values' canonical JSON in that order (sorted keys, no spaces)."""
+    head = '{"identity":' + canonical_json(identity) + ',"request":'
+    return lambda request: sha256_text(head + canonical_json(request.key_fields()) + "}")

@@ -4,7 +4,10 @@ Rules are tried in order; the first whose `contains` text occurs in the prompt (
 user messages joined) answers. A rule gives `output` (generate mode) and optionally `probs`
 (logprobs mode, a distribution over the step's choices). A queue, when given, answers calls
 in order before any rule. Generated answers end with finish_reason "stop" unless a rule gives
-another (or null for none). Every request is recorded in `calls` for assertions.
+another (or null for none). Every request is recorded in `calls` for assertions, unless
+"record": false (long benchmark runs, bench/stream.py). Without a delay it answers on the
+event loop itself: an instant model needs no worker thread, so a benchmark of the engine's own
+cost per pair does not time a thread hop per call.
 Model string: `scripted:PATH.json` with {"rules": [...], "default": "...", "logprobs": true}.
 """
 
@@ -36,6 +39,7 @@ class ScriptedBackend(Backend):
         name: str = "scripted",
         delay_s: float = 0.0,
         concurrency: int = 1,
+        record: bool = True,
     ):
         self.rules = list(rules or [])
         self.queue: deque = deque(queue or [])
@@ -44,7 +48,7 @@ class ScriptedBackend(Backend):
         self.model_name = name
         self.delay_s = delay_s
         self.max_concurrency = concurrency
-        self.calls: list[CallRequest] = []
+        self.calls: list[CallRequest] | deque = [] if record else deque(maxlen=0)
 
     def identity(self) -> dict[str, Any]:
         return {"backend": "scripted", "model": self.model_name, "rules": self.rules, "default": self.default}
@@ -59,6 +63,11 @@ class ScriptedBackend(Backend):
         if self.default is not None:
             return {"output": self.default}
         raise BackendError(f"scripted model {self.model_name!r} has no answer for this prompt: {prompt[:80]!r}")
+
+    async def aexecute(self, request: CallRequest) -> CallResult:
+        if self.delay_s:
+            return await super().aexecute(request)
+        return self.execute(request)
 
     def execute(self, request: CallRequest) -> CallResult:
         self.calls.append(request)
@@ -110,7 +119,8 @@ def build(path: str, options: Options) -> ScriptedBackend:
         raise InputError(path, exc.lineno, "valid JSON", exc.msg) from None
     delay = options.delay_s if options.delay_s is not None else float(spec.get("delay_s", 0.0))
     return ScriptedBackend(rules=spec.get("rules"), default=spec.get("default"), logprobs=spec.get("logprobs", True),
-                           name=spec.get("name", Path(path).stem), delay_s=delay, concurrency=options.concurrency)
+                           name=spec.get("name", Path(path).stem), delay_s=delay, concurrency=options.concurrency,
+                           record=spec.get("record", True))
 
 
 PROVIDER = Provider("scripted", Options, build)

@@ -13,7 +13,7 @@ from .. import paths
 from ..backends.batch import BatchRequests, use_batch_files
 from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge, summary_rows
-from ..judges.engine import check_stream, judge_stream, window_texts
+from ..judges.engine import WINDOW, check_stream, judge_stream, window_texts
 from ..judges.calibrate_panel import seed_shortfall
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..judges.injection import describe, flag_pairs
@@ -142,6 +142,7 @@ def register(app: typer.Typer) -> None:
         ray_address: RayAddress = None,
         ray_workers: RayWorkers = None,
         json_summary: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
+        window: int = typer.Option(WINDOW, "--window", min=1, help="Pairs judged, and written out, together: a larger window sorts more prompts together (prefix reuse), a smaller one holds less in memory (one judge; a panel judges its pairs at once)."),
         for_calibration: bool = typer.Option(False, "--for-calibration", help="These labels are a seed for `calibrate`: warn before any model call if the pairs are too few for it."),
     ) -> None:
         """Judge (query, passage) pairs with an LLM judge (or a panel) and write qrels."""
@@ -152,7 +153,7 @@ def register(app: typer.Typer) -> None:
             # the validation pass over the streamed pairs: a missing query or passage is an error
             # before any model is built, Ray is started or the store is created (the engine checks
             # each window again, for library callers)
-            check_stream(pair_source, query_map, passages, skip_missing)
+            check_stream(pair_source, query_map, passages, skip_missing, window)
             short = seed_shortfall((p.qid, p.docid) for p in pair_source) if for_calibration else None
             if short:  # before the first model call: these labels cannot be calibrated on
                 err_console.print(f"warning: --for-calibration: {short}; label more pairs first",
@@ -169,7 +170,7 @@ def register(app: typer.Typer) -> None:
                              allow_fallback=allow_fallback,
                              invalid_policy=invalid_policy, seed=seed, min_choice_mass=min_choice_mass)
             _judge_streamed(spec, pair_source, query_map, passages, out, details, store_path, skip_missing, redact,
-                            progress, json_summary, batch_read, batch_write, ray_address, ray_workers)
+                            progress, json_summary, batch_read, batch_write, ray_address, ray_workers, window)
         finally:
             close_corpus(passages)
 
@@ -177,7 +178,7 @@ def register(app: typer.Typer) -> None:
 def _judge_streamed(spec: JudgeSpec, pair_source, query_map: dict[str, str], passages, out: Path,
                     details: Path | None, store_path: Path, skip_missing: bool, redact: bool, progress: bool,
                     json_summary: bool, batch_read: Path | None, batch_write: Path | None,
-                    ray_address: str | None, ray_workers: int | None) -> None:
+                    ray_address: str | None, ray_workers: int | None, window: int) -> None:
     """`judge` with one judge: pairs streamed in windows (judges/engine.py `judge_stream`), each
     window's qrels and details written as it completes (judges/outputs.py `RunFiles`)."""
     if ray_address is not None:  # Ray is imported only here
@@ -198,7 +199,8 @@ def _judge_streamed(spec: JudgeSpec, pair_source, query_map: dict[str, str], pas
     try:
         with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter, \
                 RunFiles(out, details_path) as files:
-            totals = judge_stream([judge_obj], pair_source, query_map, passages, write, store, reporter, skip_missing)
+            totals = judge_stream([judge_obj], pair_source, query_map, passages, write, store, reporter, skip_missing,
+                                  window)
             files.finish(totals.skipped)
     finally:
         getattr(judge_obj, "close", lambda: None)()

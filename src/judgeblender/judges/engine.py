@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from dataclasses import dataclass, field
@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from .. import asyncrun
 from ..backends.base import LogprobsUnsupported
-from ..calls import FINISHED_NORMALLY, CallRequest, CallResult, Message, call_key
+from ..calls import FINISHED_NORMALLY, CallRequest, CallResult, Message, call_keys
 from ..errors import BackendError, CallDeferred, JudgeblenderError, MissingItemsError
 from ..pairs import Pair
 from ..pairs.texts import text_problem
@@ -27,11 +27,14 @@ from ..parse import parse_grade, parse_yesno
 from ..parse.verdict import parse_verdict, template_examples
 from ..prompts import PromptTemplate, Step
 from ..store import CallStore
+from ..store.calls import StoredCall
 from .judge import Judge, JudgeSpec
 from .judgment import Judgment, StepOutcome
 from .truncate import passage_budget, truncate_passage
 
 T = TypeVar("T")
+LOOKAHEAD = 256  # requests keyed and looked up in the store together (_run_calls)
+GROUP = 64  # a worker's answers awaiting their commit at most (_GroupCommit)
 RETRY_TEMPERATURE = 0.5  # a retry of an invalid answer samples, else it would repeat itself
 
 
@@ -302,7 +305,21 @@ async def _run_calls(
     results: dict[int, tuple[StepOutcome | None, BackendError | None]] = {}
     # Sorting by prompt text puts prompts with long common prefixes next to each other.
     order = sorted(range(len(requests)), key=lambda i: [m.content for m in requests[i][2].messages])
-    todo = iter(order)  # shared by the workers: each request goes to exactly one
+    key_of = call_keys(identity) if store else None
+
+    def lookups() -> Iterator[tuple[int, str, StoredCall | None]]:
+        """The requests in prompt order, each with its key and stored answer, looked up
+        LOOKAHEAD at a time (one query, not one per request)."""
+        for start in range(0, len(order), LOOKAHEAD):
+            chunk = order[start:start + LOOKAHEAD]
+            if store is None or key_of is None:
+                yield from ((i, "", None) for i in chunk)
+                continue
+            keys = [key_of(requests[i][2]) for i in chunk]
+            hits = store.get_many(keys)
+            yield from ((i, key, hits.get(key)) for i, key in zip(chunk, keys))
+
+    todo = lookups()  # shared by the workers: each request goes to exactly one
     writer = _GroupCommit(store) if store else None
     reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(requests))
     no_logprobs: list[LogprobsUnsupported] = []
@@ -327,12 +344,23 @@ async def _run_calls(
         results[i] = (outcome, None)
 
     async def worker() -> None:
-        for i in todo:
+        # answers written but not yet committed: each counts (stats, reporter) only once its row
+        # is in the store; a worker goes on to its next request meanwhile and waits only when
+        # GROUP of its answers are uncommitted, so an instant model's rows commit in groups
+        unsettled: deque[tuple[asyncio.Future, int, StepOutcome]] = deque()
+
+        async def settle(everything: bool) -> None:
+            while unsettled and (everything or unsettled[0][0].done() or len(unsettled) >= GROUP):
+                done, i, outcome = unsettled.popleft()
+                await done  # the store's error, if the commit failed
+                stats.calls_made += 1
+                count(i, outcome)
+                reporter.advance(outcome.value is None)
+
+        for i, key, hit in todo:
             if no_logprobs:  # the server said it cannot score: issue no more such calls
-                return
+                break
             req = requests[i][2]
-            key = call_key(identity, req) if store else ""
-            hit = store.get(key) if store else None
             if hit is not None:
                 stats.cache_hits += 1
                 if in_process and req.mode == "generate" and "finish_reason" not in hit.result.extra:
@@ -344,7 +372,7 @@ async def _run_calls(
                 result = await judge.backend.aexecute(req)
             except LogprobsUnsupported as exc:
                 no_logprobs.append(exc)
-                return
+                break
             except BackendError as exc:
                 results[i] = (None, exc)
                 reporter.advance(True)
@@ -352,10 +380,13 @@ async def _run_calls(
             outcome = outcome_of(i, result, cached=False)
             if writer:  # in the store before it counts
                 parsed = {"value": outcome.value, "invalid_reason": outcome.invalid_reason}
-                await writer.put((key, judge.backend.kind, identity, req, result, parsed))
-            stats.calls_made += 1
-            count(i, outcome)
-            reporter.advance(outcome.value is None)
+                unsettled.append((writer.submit((key, judge.backend.kind, identity, req, result, parsed)), i, outcome))
+                await settle(False)
+            else:
+                stats.calls_made += 1
+                count(i, outcome)
+                reporter.advance(outcome.value is None)
+        await settle(True)
 
     try:
         await asyncio.gather(*(worker() for _ in range(min(max(1, judge.backend.max_concurrency), len(order)))))
@@ -368,20 +399,25 @@ async def _run_calls(
 
 class _GroupCommit:
     """Calls that finish in the same turn of the event loop are committed together, in one
-    transaction at the end of that turn; each caller resumes (and its call counts) only once its
-    row is committed. At 64 calls in flight that saves most of the per-commit cost."""
+    transaction at the end of that turn; each call counts only once its row is committed. At 64
+    calls in flight that saves most of the per-commit cost; an instant model's worker submits
+    up to GROUP rows before it waits (one transaction, not GROUP)."""
 
     def __init__(self, store: CallStore):
         self.store = store
         self.pending: list[tuple[tuple, asyncio.Future]] = []
 
-    async def put(self, row: tuple) -> None:
+    def submit(self, row: tuple) -> asyncio.Future:
+        """Queue a row for this turn's commit; the future is done once it is committed."""
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         if not self.pending:
             loop.call_soon(self._flush)
         self.pending.append((row, done))
-        await done
+        return done
+
+    async def put(self, row: tuple) -> None:
+        await self.submit(row)
 
     def _flush(self) -> None:
         batch, self.pending = self.pending, []
@@ -561,16 +597,16 @@ def window_texts(corpus: Mapping[str, Any], docids: Iterable[str]) -> dict[str, 
     return {d: corpus[d] for d in dict.fromkeys(docids) if d in corpus}
 
 
-def _windows(pairs: Iterable[Pair | tuple[str, str]], window: int) -> Iterator[list[Pair]]:
+def _windows(pairs: Iterable[Pair | tuple[str, str]], window: int | None) -> Iterator[list[Pair]]:
     from ..pairs.pairs import unique_pairs  # each pair once across windows, holding digests only
 
     it = unique_pairs(pairs)
-    while chunk := list(islice(it, window)):
+    while chunk := list(islice(it, window or WINDOW)):
         yield chunk
 
 
 def check_stream(pairs: Iterable[Pair | tuple[str, str]], queries: Mapping[str, Any], corpus: Mapping[str, Any],
-                 skip_missing: bool = False, window: int = WINDOW) -> tuple[int, list[tuple[Pair, str]]]:
+                 skip_missing: bool = False, window: int | None = None) -> tuple[int, list[tuple[Pair, str]]]:
     """The validation pass over streamed pairs, before any model call: raises what
     `resolve_pairs` would raise for the whole list (counts over the whole stream) without
     holding the pairs; returns (pairs, skipped) with skips only under `skip_missing`."""
@@ -629,7 +665,7 @@ async def judge_windows_async(
 def judge_stream(
     judges: list, pairs: Iterable[Pair | tuple[str, str]], queries: Mapping[str, Any], corpus: Mapping[str, Any],
     on_window: Callable[[JudgeRun, dict[str, Any]], None], store: CallStore | None = None, reporter: Reporter | None = None,
-    skip_missing: bool = False, window: int = WINDOW,
+    skip_missing: bool = False, window: int | None = None,
 ) -> StreamTotals:
     """Judge pairs of any length with bounded memory: `on_window` receives each window's
     JudgeRun and its passages (write it out there) in input order; the totals come back. Built judges only

@@ -124,10 +124,11 @@ def unique_pairs(pairs: Iterable[tuple[str, str]]) -> Iterator[Pair]:
             yield p if isinstance(p, Pair) else Pair(*map(str, p))
 
 
-def iter_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) -> Iterator[Pair]:
+def iter_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None, report: bool = True) -> Iterator[Pair]:
     """`read_pairs`, lazily: a 'qid docid' file is read line by line, each pair once in
     first-seen order, holding only SeenPairs' digests; qrels, runs and irds ids are read whole
-    (a qrels file is checked as a whole, a run is ranked per query) and then yielded."""
+    (a qrels file is checked as a whole, a run is ranked per query) and then yielded. `report`
+    False: a later pass over the same file, whose repairs the first pass reported."""
     if irds.is_irds(path) or fmt not in FORMATS or (fmt == "auto" and detect_format(path) != "tsv") \
             or fmt in ("qrels", "run"):
         yield from read_pairs(path, fmt, depth)
@@ -135,7 +136,7 @@ def iter_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) ->
     seen = SeenPairs()
     repeats: list[int] = []
     n_repeats = 0
-    for lineno, line in iter_lines(path):
+    for lineno, line in iter_lines(path, report):
         if not line.strip():
             continue
         cols = line.split()
@@ -150,7 +151,8 @@ def iter_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) ->
             repeats.append(lineno)
     if not len(seen):
         raise InputError(path, None, "at least one pair", "none")
-    report_repair(path, "repeated pairs kept once", repeats, count=n_repeats)
+    if report:
+        report_repair(path, "repeated pairs kept once", repeats, count=n_repeats)
 
 
 class PairsFile:
@@ -159,7 +161,9 @@ class PairsFile:
 
     def __init__(self, path: str | Path, fmt: str = "auto", depth: int | None = None, limit: int | None = None):
         self.path, self.fmt, self.depth, self.limit = path, fmt, depth, limit
+        self._passes = 0
 
     def __iter__(self) -> Iterator[Pair]:
-        pairs = iter_pairs(self.path, self.fmt, self.depth)
+        self._passes += 1
+        pairs = iter_pairs(self.path, self.fmt, self.depth, report=self._passes == 1)
         return islice(pairs, self.limit) if self.limit is not None else pairs

@@ -97,7 +97,7 @@ class PassageIndex(Mapping[str, str]):
             raise InputError(self.path, None, "at least one passage", "an empty file")
         h = np.array(hashes, dtype=np.int64)
         off = np.array(offsets, dtype=np.int64)
-        ln = np.array(lines, dtype=np.int64)
+        ln = np.array(lines, dtype=np.uint32)  # a file of over 4 billion lines would need more
         del hashes, offsets, lines
         order = np.lexsort((ln, h))  # by hash, then by line: the first of an id's lines comes first
         self._hashes, self._offsets, self._lines = h[order], off[order], ln[order]

@@ -181,28 +181,29 @@ class CallStore:
                 pass
 
     # -- calls -------------------------------------------------------------------------
+    _SELECT = ("SELECT key, raw_output, parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, extra, "
+               "extra_dict FROM calls WHERE key ")
+
     def get(self, key: str) -> StoredCall | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT raw_output, parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, extra, extra_dict "
-                "FROM calls WHERE key = ?",
-                (key,),
-            ).fetchone()
-            if row is None:
-                return None
-            extra = self._texts.decode_extra(row[7], row[8])
-        self.cache_hits += 1
-        raw, parsed, probs, mass, tin, tout, lat = row[:7]
-        result = CallResult(
-            text=raw,
-            probs=json.loads(probs) if probs else None,
-            choice_mass=mass,
-            tokens_in=tin or 0,
-            tokens_out=tout or 0,
-            latency_s=lat or 0.0,
-            extra=extra or {},
-        )
-        return StoredCall(key, result, json.loads(parsed) if parsed else None)
+        return self.get_many([key]).get(key)
+
+    def get_many(self, keys: list[str]) -> dict[str, StoredCall]:
+        """The stored calls among `keys`, by key (one query per 500 keys)."""
+        found: dict[str, StoredCall] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            with self._lock:
+                if len(chunk) == 1:
+                    rows = self._db.execute(self._SELECT + "= ?", chunk).fetchall()
+                else:
+                    rows = self._db.execute(self._SELECT + f"IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+                extras = [self._texts.decode_extra(row[8], row[9]) for row in rows]
+            for (key, raw, parsed, probs, mass, tin, tout, lat, _, _), extra in zip(rows, extras):
+                result = CallResult(text=raw, probs=json.loads(probs) if probs else None, choice_mass=mass,
+                                    tokens_in=tin or 0, tokens_out=tout or 0, latency_s=lat or 0.0, extra=extra or {})
+                found[key] = StoredCall(key, result, json.loads(parsed) if parsed else None)
+        self.cache_hits += len(found)
+        return found
 
     def put(
         self,

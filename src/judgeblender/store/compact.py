@@ -129,6 +129,7 @@ class Texts:
         self._shapes: dict[int, int] = {}
         self._shapes_per_settings: dict[int, int] = {}
         self._first_dict: dict[int, int] = {}
+        self._identity: tuple[dict[str, Any] | None, str] = (None, "")  # the last identity and its JSON
 
     def put(self, text: str) -> int:
         tid = text_id(text)
@@ -193,7 +194,9 @@ class Texts:
         """One `calls` row. `request` is CallRequest.key_fields() (messages possibly redacted)."""
         messages = request["messages"]
         settings = self.put(canonical_json({k: v for k, v in request.items() if k != "messages"}))
-        identity_id = self.put(canonical_json(identity))
+        if self._identity[0] != identity:  # a run's calls share one identity: its JSON made once
+            self._identity = (identity, canonical_json(identity))
+        identity_id = self.put(self._identity[1])
         messages_json = canonical_json(messages)
         shape = ",".join(role for role, _ in messages) + "|" + "|".join(c[:_SHAPE_CHARS] for _, c in messages)
         dictionary = self._dictionary(settings, shape, messages_json)
