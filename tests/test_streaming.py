@@ -228,3 +228,41 @@ def test_a_streamed_run_killed_with_sigkill_resumes_with_only_the_missing_calls(
     row = json.loads(res.stdout)["judges"][0]
     assert row["cache_hits"] == before and row["calls_made"] == n - before
     assert out.read_bytes() == reference.read_bytes()
+
+
+# ------------------------------------------------------------------------------------ panels
+@pytest.mark.parametrize("method", ["mv", "prob-expected"])
+def test_a_streamed_panel_writes_what_the_whole_panel_run_writes(tmp_path, inputs, method):
+    """Two members blended window by window, ties broken at random with one seeded generator
+    for the run, give the qrels, details and summary of the whole-list panel run."""
+    from judgeblender.judges.panel import load_panel
+    from judgeblender.judges.run_panel import run_panel, write_panel_run
+
+    q, c, p = inputs
+    a = model_file(tmp_path)
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps({"rules": [{"contains": "dogs", "output": "##final score: 0", "probs": {"0": 0.6, "1": 0.4}},
+                                       {"contains": "plain", "output": "garbled"}],
+                             "default": "##final score: 3"}))
+    panel_file = tmp_path / "panel.toml"
+    tie = '\ntie = "random"' if method == "mv" else ""
+    panel_file.write_text(f'[aggregator]\nmethod = "{method}"{tie}\n'
+                          f'[[judges]]\nmodel = "scripted:{a}"\nid = "a"\n'
+                          f'[[judges]]\nmodel = "scripted:{b}"\nid = "b"\nmode = "logprobs"\n')
+    panel = load_panel(panel_file, "generate", {})
+    queries, corpus, pairs = read_queries(q), read_corpus(c), read_pairs(p)
+    with CallStore(tmp_path / "whole.sqlite") as store:
+        whole = run_panel(panel, pairs, queries, corpus, store, skip_missing=True)
+    whole_out = tmp_path / "whole.qrels"
+    write_panel_run(whole, whole_out)
+    assert whole.result.ties() or method != "mv"
+
+    out = tmp_path / "streamed.qrels"
+    res = CliRunner().invoke(app, ["judge", "-q", str(q), "-c", str(c), "-p", str(p), "-o", str(out),
+                                   "--panel", str(panel_file), "--store", str(tmp_path / "s.sqlite"), "--no-progress",
+                                   "--skip-missing", "--window", "6"])
+    assert res.exit_code == 0, res.output
+    assert out.read_bytes() == whole_out.read_bytes()
+    assert details_path(out).read_bytes() == details_path(whole_out).read_bytes()
+    for line in whole.summary_lines():
+        assert line in res.output

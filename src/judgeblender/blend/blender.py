@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -56,26 +56,62 @@ class BlendResult:
 
     def summary_lines(self) -> list[str]:
         """The plain-text report the CLI prints: sizes, abstentions, unjudged pairs, ties."""
-        t = self.table
-        judged = sum(d.label is not None for d in self.decisions)
-        lines = [f"judges: {len(t.judges)} ({', '.join(t.judges)})", f"method: {self.method.name}: {self.method.rule}"]
-        lines.append(f"pairs: {t.n_pairs}")
-        lines.append(f"pairs judged: {judged}")
-        unjudged = self.unjudged()
-        lines.append(f"pairs with no valid vote: {unjudged.get(NO_VOTES, 0)} (left unjudged)")
-        for reason, n in sorted(unjudged.items()):
+        return BlendTally.of(self).lines()
+
+
+@dataclass
+class BlendTally:
+    """What `BlendResult.summary_lines` reports, as counts that add up: a blend streamed in
+    windows (judges/run_panel.py `stream_panel`) reports the sum of its windows."""
+
+    method: Method
+    tie: str
+    judges: tuple[str, ...]
+    pairs: int = 0
+    judged: int = 0
+    unjudged: Counter = field(default_factory=Counter)
+    abstentions: Counter = field(default_factory=Counter)
+    invalid: Counter = field(default_factory=Counter)
+    no_distribution: int = 0
+    tie_picks: dict[tuple[int, ...], Counter] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, result: BlendResult) -> "BlendTally":
+        tally = cls(result.method, result.tie, tuple(result.table.judges))
+        tally.add(result)
+        return tally
+
+    def add(self, result: BlendResult) -> None:
+        t = result.table
+        self.pairs += t.n_pairs
+        self.judged += sum(d.label is not None for d in result.decisions)
+        self.unjudged.update(result.unjudged())
+        self.abstentions.update(t.abstentions())
+        self.invalid.update({j: n for j, n in t.invalid.items() if n})
+        if self.method.uses_probs:
+            self.no_distribution += (int(t.voted.sum()) if t.probs is None
+                                     else int((t.voted & np.isnan(t.probs).any(axis=2)).sum()))
+        for tied, picks in result.tie_picks().items():
+            self.tie_picks.setdefault(tied, Counter()).update(picks)
+
+    def lines(self) -> list[str]:
+        lines = [f"judges: {len(self.judges)} ({', '.join(self.judges)})",
+                 f"method: {self.method.name}: {self.method.rule}"]
+        lines.append(f"pairs: {self.pairs}")
+        lines.append(f"pairs judged: {self.judged}")
+        lines.append(f"pairs with no valid vote: {self.unjudged.get(NO_VOTES, 0)} (left unjudged)")
+        for reason, n in sorted(self.unjudged.items()):
             if reason != NO_VOTES:
                 lines.append(f"pairs with {reason}: {n} (left unjudged)")
-        abst = t.abstentions()
         lines.append("abstentions: " + ", ".join(
-            f"{j} {abst[j]}" + (f" ({t.invalid[j]} invalid)" if t.invalid.get(j) else "") for j in t.judges))
+            f"{j} {self.abstentions[j]}" + (f" ({self.invalid[j]} invalid)" if self.invalid.get(j) else "")
+            for j in self.judges))
         if self.method.uses_probs:
-            no_dist = int(t.voted.sum()) if t.probs is None else int((t.voted & np.isnan(t.probs).any(axis=2)).sum())
-            lines.append(f"votes without a distribution (taken as certain of their label): {no_dist}")
+            lines.append(f"votes without a distribution (taken as certain of their label): {self.no_distribution}")
         if self.method.uses_tie:
-            ties = self.ties()
-            lines.append(f"ties: {len(ties)}, broken by {self.tie}: {TIE_RULES[self.tie]}")
-            for tied, picks in self.tie_picks().items():
+            ties = sum(sum(p.values()) for p in self.tie_picks.values())
+            lines.append(f"ties: {ties}, broken by {self.tie}: {TIE_RULES[self.tie]}")
+            for tied, picks in sorted(self.tie_picks.items()):
                 shown = ", ".join(f"{lab} x{n}" for lab, n in sorted(picks.items()))
                 lines.append(f"  tied {{{', '.join(map(str, tied))}}}: {sum(picks.values())} -> {shown}")
         return lines

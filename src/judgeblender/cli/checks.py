@@ -31,7 +31,7 @@ NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "time_limit": (0, None, True, False), "min_judged": (0, 1, False, False), "trim": (0, 0.5, False, True),
     "min_votes": (1, None, False, False), "budget": (0, None, False, False), "sample": (1, None, False, False),
     "spread": (0, 4, False, False), "margin": (0, 1, False, False), "min_choice_mass": (0, 1, False, False), "sample_queries": (1, None, False, False),
-    "sample_pairs": (0, None, True, False), "target_width": (0, None, True, False),
+    "sample_pairs": (0, None, True, False), "target_width": (0, None, True, False), "window": (1, None, False, False),
     # score thresholds and bands: scales differ by scorer (cosine, 0-3, probabilities), so only finite
     "threshold": (None, None, False, False), "band": (None, None, False, False),
 }

@@ -20,7 +20,7 @@ from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import RunFiles, final_labels
 from ..judges.panel import get_panel
 from ..judges.panel_file import load_tiebreaker
-from ..judges.run_panel import run_panel, write_panel_run
+from ..judges.run_panel import run_panel, stream_panel, streams, write_panel_run
 from ..pairs import Pair, read_queries
 from ..pairs.corpus import close_corpus, open_corpus
 from ..pairs.pairs import PairsFile
@@ -61,14 +61,17 @@ def print_summary(run, skipped_note: bool = True) -> None:
                           f"(first: {', '.join(f'{p.qid}/{p.docid}' for p, _ in run.skipped[:5])})")
 
 
-def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: list[Pair], queries: dict[str, str],
-                      corpus: dict[str, str], out: Path, details: Path | None, store_path: Path, options: dict,
+def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pair_source, queries: dict[str, str],
+                      passages, out: Path, details: Path | None, store_path: Path, options: dict,
                       mode: str, seed: int, allow_fallback: bool, invalid_policy: str, skip_missing: bool,
                       redact: bool, progress: bool, json_summary: bool, batch_read: Path | None,
                       batch_write: Path | None, min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS,
-                      ray_address: str | None = None, ray_workers: int | None = None) -> None:
+                      ray_address: str | None = None, ray_workers: int | None = None,
+                      window: int | None = None) -> None:
     """`judge --panel`: run the panel (judges/run_panel.py), write its files, print its summary.
-    With `ray_address`, the members' calls run on Ray workers (one set per distinct model)."""
+    With `ray_address`, the members' calls run on Ray workers (one set per distinct model). A
+    panel whose blend is a per-pair rule and that has no tie-breaker streams its pairs in
+    windows (`stream_panel`); the others judge the whole list at once (`run_panel`)."""
     panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
                       invalid_policy=invalid_policy, min_choice_mass=min_choice_mass)
     if panel.warning:
@@ -81,17 +84,27 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: li
 
         specs = [*panel.judges, *([tiebreaker[0]] if tiebreaker else [])]
         make_judge = ray_judges_cli(specs, ray_address, ray_workers, batch_read or batch_write)
+    details_path = details or paths.details_path(out)
     try:
         with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
-            result = run_panel(panel, pairs, queries, corpus, store, reporter, skip_missing, batch_read, batch_write,
-                               tiebreaker, make_judge)
+            if streams(panel, tiebreaker):
+                with RunFiles(out, details_path) as files:
+                    result = stream_panel(panel, pair_source, queries, passages, files.write, store, reporter,
+                                          skip_missing, batch_read, batch_write, make_judge, window)
+                    files.finish(result.totals.skipped)
+                n, run, unjudged = files.judged, result.totals, result.unjudged()
+            else:
+                pairs = list(pair_source)
+                corpus = window_texts(passages, (p.docid for p in pairs))
+                result = run_panel(panel, pairs, queries, corpus, store, reporter, skip_missing, batch_read,
+                                   batch_write, tiebreaker, make_judge)
+                n, details_path = write_panel_run(result, out, details)
+                run, unjudged = result.run, dict(result.result.unjudged())
     finally:
         if ray_address is not None:
             make_judge.close()
             ray_done()
     write_batch_requests(result.batch_queue)
-    n, details_path = write_panel_run(result, out, details)
-    run = result.run
     print_summary(run)
     if result.flagged:
         err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(result.flagged))}", highlight=False)
@@ -100,7 +113,7 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pairs: li
     err_console.print(f"wrote {n} blended judgments to {out} and every judge's label to {details_path}")
     if json_summary:
         console.print_json(json.dumps({"qrels": str(out), "details": str(details_path), "panel": result.blend_info,
-                                       "judged": n, "unjudged": dict(result.result.unjudged()),
+                                       "judged": n, "unjudged": unjudged,
                                        "judges": summary_rows(run), "skipped": len(run.skipped),
                                        "injection_flagged": len(result.flagged)}))
     # the tie-breaker's failed calls count too: its pairs fell back to the panel's own rule
@@ -142,7 +155,7 @@ def register(app: typer.Typer) -> None:
         ray_address: RayAddress = None,
         ray_workers: RayWorkers = None,
         json_summary: bool = typer.Option(False, "--json", help="Print the run summary as JSON on stdout."),
-        window: int = typer.Option(WINDOW, "--window", min=1, help="Pairs judged, and written out, together: a larger window sorts more prompts together (prefix reuse), a smaller one holds less in memory (one judge; a panel judges its pairs at once)."),
+        window: int = typer.Option(WINDOW, "--window", help="Pairs judged, and written out, together: a larger window sorts more prompts together (prefix reuse), a smaller one holds less in memory (a panel with a tie-breaker or a Dawid-Skene/GLAD blend judges all its pairs at once)."),
         for_calibration: bool = typer.Option(False, "--for-calibration", help="These labels are a seed for `calibrate`: warn before any model call if the pairs are too few for it."),
     ) -> None:
         """Judge (query, passage) pairs with an LLM judge (or a panel) and write qrels."""
@@ -160,11 +173,10 @@ def register(app: typer.Typer) -> None:
                                   markup=False, soft_wrap=True)
             opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
             if panel:
-                pair_list = list(pair_source)
-                texts = window_texts(passages, (p.docid for p in pair_list))
-                _judge_with_panel(panel, panel_models, pair_list, query_map, texts, out, details, store_path, opts,
-                                  mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
-                                  json_summary, batch_read, batch_write, min_choice_mass, ray_address, ray_workers)
+                _judge_with_panel(panel, panel_models, pair_source, query_map, passages, out, details, store_path,
+                                  opts, mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
+                                  json_summary, batch_read, batch_write, min_choice_mass, ray_address, ray_workers,
+                                  window)
                 return
             spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=command_options(model, opts),
                              allow_fallback=allow_fallback,

@@ -10,20 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .. import paths
 from ..backends.batch import BatchRequests, use_batch_files
 from ..blend import BlendResult
+from ..blend.blender import BlendTally
+from ..blend.registry import get_method
 from ..pairs import Pair
 from ..store import CallStore
-from .engine import JudgeRun, Reporter, judge_pairs
+from .engine import JudgeRun, Reporter, StreamTotals, judge_pairs, judge_stream
 from .factory import build_judge
 from .injection import flag_pairs
 from .outputs import write_details, write_qrels_file
 from .judge import JudgeSpec
-from .panel import Panel, blend_run
+from .panel import Panel, ballots_from_run, blend_run
 from ..blend.tiebreak import TiebreakResult
 from .tiebreak_run import run_tiebreaker
 
@@ -48,8 +50,7 @@ class PanelRun:
     blend_info: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.blend_info = {"panel": self.panel.name, "method": self.panel.method, "tie": self.panel.tie,
-                           "seed": self.panel.seed}
+        self.blend_info = blend_info(self.panel)
         if self.tiebreak is not None:
             self.blend_info["tiebreaker"] = {"judge": self.tiebreak.tiebreaker, **self.tiebreak.measure(),
                                              **self.tiebreak.counts(), "failed_calls": self.tiebreak_failed_calls()}
@@ -67,6 +68,11 @@ class PanelRun:
             lines.append(f"  of those, tie-breaker calls failed after all retries: {self.tiebreak_failed_calls()} "
                          "(counted as failed calls: exit status 3)")
         return lines
+
+
+def blend_info(panel: Panel) -> dict[str, Any]:
+    """How the panel blends: written into every details line."""
+    return {"panel": panel.name, "method": panel.method, "tie": panel.tie, "seed": panel.seed}
 
 
 def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: dict[str, str],
@@ -113,3 +119,74 @@ def write_panel_run(panel_run: PanelRun, out: Path, details: Path | None = None)
     details_path = details or paths.details_path(out)
     write_details(details_path, panel_run.run, panel_run.labels, blend=panel_run.blend_info, extra=panel_run.extra)
     return n, details_path
+
+
+# ------------------------------------------------------------------------------------ streamed
+def streams(panel: Panel, tiebreaker: object | None) -> bool:
+    """Whether a panel's run can be streamed in windows: its blend is a per-pair rule (a model
+    fitted across pairs, Dawid-Skene or GLAD, needs every pair at once) and it has no
+    tie-breaker (every details line carries the tie-breaker's counts over the whole run)."""
+    return tiebreaker is None and get_method(panel.method).pair_rule is not None
+
+
+@dataclass
+class PanelTotals:
+    """What a streamed panel run reports once its windows are written."""
+
+    panel: Panel
+    totals: StreamTotals
+    tally: BlendTally | None
+    flagged: dict[Pair, list]
+    batch_queue: BatchRequests | None
+    blend_info: dict[str, Any]
+
+    def call_stats(self) -> list:
+        return list(self.totals.stats.values())
+
+    def summary_lines(self) -> list[str]:
+        return self.tally.lines() if self.tally is not None else []
+
+    def unjudged(self) -> dict[str, int]:
+        return dict(self.tally.unjudged) if self.tally is not None else {}
+
+
+def stream_panel(panel: Panel, pairs: Iterable[Pair], queries: Mapping[str, str], corpus: Mapping[str, str],
+                 on_window: Callable[[JudgeRun, dict[Pair, int | None], dict[str, Any], dict[Pair, dict]], None],
+                 store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
+                 batch_read: Path | None = None, batch_write: Path | None = None,
+                 make_judge: Callable[[JudgeSpec], Any] = build_judge, window: int | None = None) -> PanelTotals:
+    """`run_panel` for a panel that `streams`: every member judges a window of pairs, the window
+    is blended (one Blender for the run: its tie rule's seeded generator runs on in pair order,
+    as over the whole table) and flagged, and `on_window(run, labels, blend_info, extra)` writes
+    it; nothing of a window is kept after it. Same labels and details as `run_panel`."""
+    judges = [make_judge(spec) for spec in panel.judges]
+    batch_queue = use_batch_files(judges, batch_read, batch_write)
+    blender = panel.blender()
+    info = blend_info(panel)
+    flagged: dict[Pair, list] = {}
+    tally: list[BlendTally] = []
+
+    def blend_window(run: JudgeRun, texts: dict[str, str]) -> None:
+        labels: dict[Pair, int | None] = {}
+        extra: dict[Pair, dict[str, Any]] = {}
+        if run.pairs:
+            result = blender.blend(ballots_from_run(run))
+            labels = result.by_pair()
+            extra = {pair: {"blend_reason": dec.reason, "tied": list(dec.tied) if dec.tied else None}
+                     for pair, dec in zip(result.table.pairs, result.decisions)}
+            if tally:
+                tally[0].add(result)
+            else:
+                tally.append(BlendTally.of(result))
+        found = flag_pairs(run.pairs, queries, texts)  # reported only: labels stay as judged
+        for p, f in found.items():
+            extra[p]["injection"] = [str(x) for x in f]
+        flagged.update(found)
+        on_window(run, labels, info, extra)
+
+    try:
+        totals = judge_stream(judges, pairs, queries, corpus, blend_window, store, reporter, skip_missing, window)
+    finally:
+        for judge in judges:
+            getattr(judge, "close", lambda: None)()
+    return PanelTotals(panel, totals, tally[0] if tally else None, flagged, batch_queue, info)
