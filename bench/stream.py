@@ -218,23 +218,10 @@ def kill_part(n: int, window: int) -> dict[str, Any]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def prefix_nodes(sequences: list[list[int]]) -> int:
-    """Tokens left to evaluate when each sequence, in sorted order, reuses the longest prefix it
-    shares with the one before (the nodes of their prefix tree)."""
-    total, previous = 0, []
-    for seq in sorted(sequences):
-        shared = 0
-        for a, b in zip(seq, previous):
-            if a != b:
-                break
-            shared += 1
-        total += len(seq) - shared
-        previous = seq
-    return total
-
-
 def prefix_part(windows: list[int], model: str) -> dict[str, Any]:
     """Prefix-tree tokens of DL19's judged pairs' prompts, per window, in qrels order and shuffled."""
+    from benchmark import unique_tokens  # the nodes of the prompts' prefix tree
+
     from judgeblender.judges import JudgeSpec, build_judge
     from judgeblender.judges.engine import _request
     from judgeblender.pairs import read_corpus, read_qrels, read_queries
@@ -260,10 +247,10 @@ def prefix_part(windows: list[int], model: str) -> dict[str, Any]:
     random.Random(0).shuffle(shuffled)
     for name, order in (("qrels order (grouped by query)", list(range(len(tokens)))), ("shuffled", shuffled)):
         seqs = [tokens[i] for i in order]
-        whole = prefix_nodes(seqs)
+        whole = unique_tokens(seqs)
         rows = {"all (one sort, before streaming)": whole}
         for w in windows:
-            rows[str(w)] = sum(prefix_nodes(seqs[k:k + w]) for k in range(0, len(seqs), w))
+            rows[str(w)] = sum(unique_tokens(seqs[k:k + w]) for k in range(0, len(seqs), w))
         out["orders"][name] = {"tokens_to_evaluate": rows,
                                "vs_one_sort": {k: v / whole for k, v in rows.items()}}
     judge.close()

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import JudgeblenderError, require
+from .lookup import LookupById
 from .textfile import clean_text
 
 PREFIX = "irds:"
@@ -197,7 +198,7 @@ def _text(doc) -> str:
     return clean_text(doc.default_text())[0]
 
 
-class LazyCorpus(Mapping[str, str]):
+class LazyCorpus(LookupById):
     """Passages looked up by id in the dataset's docs store when asked, never all loaded.
 
     `get_many` fetches a batch (the judge engine asks for the passages of its pairs); looked-up
@@ -226,15 +227,6 @@ class LazyCorpus(Mapping[str, str]):
                 self._texts[str(docid)] = _text(doc)
             self._absent.update(i for i in want if i not in self._texts)
         return {i: self._texts[i] for i in map(str, ids) if i in self._texts}
-
-    def __getitem__(self, docid: str) -> str:
-        found = self.get_many([docid])
-        if docid not in found:
-            raise KeyError(docid)
-        return found[docid]
-
-    def __contains__(self, docid: object) -> bool:
-        return isinstance(docid, str) and bool(self.get_many([docid]))
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._texts))

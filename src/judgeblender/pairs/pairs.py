@@ -60,21 +60,7 @@ def read_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) ->
         run = read_run(path)
         pairs = [Pair(q, d) for q in run.ranking for d in run.top(q, depth)]
     else:
-        pairs = []
-        seen: set[Pair] = set()
-        duplicates: list[int] = []
-        for lineno, line in iter_lines(path):
-            if not line.strip():
-                continue
-            cols = line.split()
-            if len(cols) != 2:
-                raise InputError(path, lineno, "2 columns 'query_id doc_id'", line)
-            pair = Pair(check_id(path, lineno, cols[0], "query id"), check_id(path, lineno, cols[1], "doc id"))
-            if pair in seen:
-                duplicates.append(lineno)
-            seen.add(pair)
-            pairs.append(pair)
-        report_repair(path, "repeated pairs kept once", duplicates)
+        return list(_tsv_pairs(path, report=True))
     if not pairs:
         raise InputError(path, None, "at least one pair", "none")
     return list(dict.fromkeys(pairs))
@@ -133,6 +119,11 @@ def iter_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None, re
             or fmt in ("qrels", "run"):
         yield from read_pairs(path, fmt, depth)
         return
+    yield from _tsv_pairs(path, report)
+
+
+def _tsv_pairs(path: str | Path, report: bool) -> Iterator[Pair]:
+    """A 'qid docid' file's pairs, each once in first-seen order, read line by line."""
     seen = SeenPairs()
     repeats: list[int] = []
     n_repeats = 0

@@ -22,13 +22,14 @@ import gzip
 import hashlib
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
 from .corpus import parse_line
+from .lookup import LookupById
 from .textfile import GZIP_MAGIC, clean_text, report_repair
 
 BOM = b"\xef\xbb\xbf"
@@ -39,7 +40,7 @@ def id_hash(docid: str) -> int:
     return int.from_bytes(hashlib.blake2b(docid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
 
 
-class PassageIndex(Mapping[str, str]):
+class PassageIndex(LookupById):
     """docid -> passage text, read from the file when asked. Close it (or use `with`) when done."""
 
     def __init__(self, path: str | Path):
@@ -170,15 +171,6 @@ class PassageIndex(Mapping[str, str]):
                 raise InputError(self.path, at, expected, shown[:80])
             found[asked] = clean_text(text)[0]
         return {d: found[d] for d in ids if d in found}
-
-    def __getitem__(self, docid: str) -> str:
-        found = self.get_many([docid])
-        if docid not in found:
-            raise KeyError(docid)
-        return found[docid]
-
-    def __contains__(self, docid: object) -> bool:
-        return isinstance(docid, str) and bool(self.get_many([docid]))
 
     def __iter__(self) -> Iterator[str]:
         for k in np.argsort(self._offsets, kind="stable"):
