@@ -2,19 +2,27 @@
 
 The driver keeps the contract: prompts are rendered, keyed and looked up in the store there,
 exactly as in a local run, by the same engine (judges/engine.py). Only the model calls leave it:
-the judge's backend is a `RayBackend`, whose `aexecute` sends the call to one of N actors and
-awaits its ObjectRef (Ray's asyncio integration: each answer resumes its caller as it arrives,
-as a `ray.wait` loop would, and the engine commits it to the store before it counts).
+the judge's backend is a `RayBackend`, whose `aexecute` hands the call to one of N actors and
+waits for its answer, which the engine commits to the store before it counts.
 
+- Calls travel in batches, not one Ray task each (a Ray task costs the driver about 0.5 ms of
+  CPU, more than the rest of a call): the calls the engine asks for in the same turn of its
+  event loop go out together, one message per worker, each worker taking calls up to its share
+  of the concurrency. A worker's answers come back in exchanges (`JudgeWorker.exchange`): one
+  waits on each busy worker, returns with every answer given since the last, and carries the
+  calls asked for meanwhile. So an answer never waits for a slower call of its batch, and the
+  busier the driver, the more calls and answers each message carries.
 - Each actor (`JudgeWorker`) builds the backend from the judge's spec (model string + options)
   once, in its own process, and keeps it: an embedded model is loaded once per worker; a served
   endpoint is called by every worker with its share of the judge's concurrency.
 - The calls outstanding at once are bounded: `workers x per-worker concurrency` (the backend's
   own concurrency, 1 for an embedded model; for a served model the judge's `concurrency` split
   over the workers). A killed driver loses at most those.
-- A killed worker loses nothing: actors restart (`MAX_RESTARTS`) and Ray re-runs their calls in
-  flight (`MAX_TASK_RETRIES`); a call the model answered but whose answer died with the worker
-  is asked again, so the model sees at most the calls in flight at the kill a second time.
+- A killed worker loses nothing: actors restart (`MAX_RESTARTS`); the driver sends the calls
+  that worker had open (not the answered ones of their batch) again once it is back, each at
+  most `MAX_TASK_RETRIES` times (Ray itself never re-runs an exchange, which would ask its
+  answered calls again). A call the model answered but whose answer died with the worker is
+  asked again, so the model sees at most the calls in flight at the kill a second time.
   A worker killed more often than it may restart is gone for good: its calls go to the live
   workers; with none left, every call still to make fails (exit status 3, answers kept).
 - The driver keeps its own SIGTERM handler (Ray's would exit 1 or 15, without the resume line)
@@ -56,6 +64,7 @@ SERVED_CPUS_PER_WORKER = 0.5
 # resumes the engine's worker, which commits it (one turn for the group commit) and asks for its
 # next call; that call then goes out in the exchange instead of a submit of its own
 EXCHANGE_TURNS = 6
+RESTART_POLL_S = 0.5  # how often a restarting worker that Ray cannot reach yet is asked again
 RAY_OPTION_KEYS = ("ray_cpus", "ray_gpus")
 EMBEDDED_PREFIXES = ("llamacpp", "hf")
 
@@ -191,6 +200,7 @@ class JudgeWorker:
         self._finished: list[tuple[int, str, Any]] = []  # finished, not yet returned by an exchange
         self._wake = asyncio.Event()
         self._exchanges = 0
+        self._slots: asyncio.Semaphore | None = None  # made in the actor's event loop
         self._traffic = {"messages": 0, "calls": 0, "largest_batch": 0, "answers": 0}
         try:
             self.backend = create_backend(model, **options)
@@ -215,7 +225,7 @@ class JudgeWorker:
         while the driver is busy travel back together. The driver re-raises errors, so no
         exception object (nor a traceback) travels. One exchange waits at a time: a newer one
         (from a new run of the driver) ends the older with nothing."""
-        self.submit(calls)
+        self._start(calls)
         self._exchanges += 1
         mine = self._exchanges
         self._wake.set()  # an older exchange still waiting returns empty
@@ -230,10 +240,16 @@ class JudgeWorker:
         self._traffic["answers"] += len(out)
         return out
 
-    def submit(self, calls: list[tuple[int, CallRequest]]) -> None:
-        """Starts calls at once (the backend bounds how many reach the model together). A call
-        already here (the driver sends a restarted worker's calls again, and some may have
-        reached it) is not started twice."""
+    async def submit(self, calls: list[tuple[int, CallRequest]]) -> None:
+        """Takes calls while an exchange waits for answers."""
+        self._start(calls)
+
+    def _start(self, calls: list[tuple[int, CallRequest]]) -> None:
+        """Starts calls, at most the backend's concurrency of them at the model at once (one for
+        an embedded model, whatever the driver sends). A call already here (the driver sends a
+        restarted worker's calls again, and some may have reached it) is not started twice."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(max(1, self.backend.max_concurrency))  # type: ignore[union-attr]
         t = self._traffic
         t["messages"] += 1
         t["calls"] += len(calls)
@@ -244,7 +260,8 @@ class JudgeWorker:
 
     async def _run(self, call_id: int, request: CallRequest) -> None:
         try:
-            result = await self.backend.aexecute(request)  # type: ignore[union-attr]
+            async with self._slots:  # type: ignore[union-attr]
+                result = await self.backend.aexecute(request)  # type: ignore[union-attr]
         except LogprobsUnsupported as exc:
             self._finished.append((call_id, "LogprobsUnsupported", str(exc)))
         except BackendError as exc:
@@ -345,7 +362,7 @@ class RayBackend(Backend):
         backend_options.update(command_options(model, {"concurrency": self.plan.concurrency}))
         actor = ray.remote(JudgeWorker).options(
             num_cpus=self.plan.cpus, num_gpus=self.plan.gpus, max_restarts=MAX_RESTARTS,
-            max_task_retries=MAX_TASK_RETRIES, max_concurrency=self.plan.concurrency)
+            max_task_retries=MAX_TASK_RETRIES, max_concurrency=self.plan.concurrency + 2)
         self.model = model
         self.actors = [actor.remote(model, backend_options) for _ in range(self.plan.workers)]
         # calls go out and answers come back in exchanges (JudgeWorker.exchange); Ray never re-runs
@@ -455,7 +472,7 @@ class RayBackend(Backend):
         if self._loop is not loop:  # a new event loop (each run has its own): nothing of the last one goes on
             n = len(self.actors)
             self._loop, self._waiting, self._parked, self._restarting = loop, [], [], set()
-            self._open, self._next, self._polling = [{} for _ in range(n)], [[] for _ in range(n)], [False] * n
+            self._open, self._next, self._polling = [{} for _ in range(n)], [None] * n, [False] * n
         if not self._waiting:
             loop.call_soon(self._send)
         self._waiting.extend(items)
@@ -493,7 +510,8 @@ class RayBackend(Backend):
         for slot, calls in batches.items():
             if not self._polling[slot]:  # the worker's exchanges carry calls out and answers back
                 self._polling[slot] = True
-                self._spawn(self._exchanges(slot, calls))
+                self._next[slot] = calls
+                self._spawn(self._exchanges(slot))
             elif self._next[slot] is not None:  # its next exchange goes out in a moment: with these
                 self._next[slot].extend(calls)
             else:  # its exchange is out, waiting for answers
@@ -518,7 +536,7 @@ class RayBackend(Backend):
             if it is not None and not it.future.done():
                 it.future.set_exception(BackendError(f"Ray worker failed: {_first_line(exc)}"))
 
-    async def _exchanges(self, slot: int, calls: list[tuple[int, CallRequest]]) -> None:
+    async def _exchanges(self, slot: int) -> None:
         """The worker's exchanges while it has calls open: each carries the calls asked for since
         the last and brings back every answer that came since, each caller resumed with its own.
         After answers, the next exchange waits a few turns of the loop, for the calls the engine
@@ -528,7 +546,7 @@ class RayBackend(Backend):
         ray, open_calls = self._ray, self._open[slot]
         try:
             while True:
-                self._next[slot] = None
+                calls, self._next[slot] = self._next[slot] or [], None
                 try:
                     answers = await self._exchange[slot].remote(calls)
                 except ray.exceptions.RayActorError as exc:
@@ -547,7 +565,7 @@ class RayBackend(Backend):
                         it.future.set_exception(LogprobsUnsupported(value))
                     else:
                         it.future.set_exception(BackendError(value))
-                self._next[slot] = calls = []
+                self._next[slot] = []
                 for _ in range(EXCHANGE_TURNS):
                     await asyncio.sleep(0)
                 if not open_calls:
@@ -560,6 +578,8 @@ class RayBackend(Backend):
         """The worker in `slot` died (or could not be reached) with calls open: they go again."""
         again = [it for it in self._open[slot].values() if not it.future.done()]
         self._open[slot].clear()
+        if self._next[slot]:  # about to go to it: they go again with the rest instead
+            self._next[slot].clear()
         if isinstance(exc, self._ray.exceptions.ActorDiedError):  # restarts spent: gone for good
             self._dead.setdefault(slot, _first_line(exc))
         else:  # restarting (or unreachable for a moment): its calls wait until it answers again
@@ -579,10 +599,16 @@ class RayBackend(Backend):
     async def _await_back(self, slot: int) -> None:
         """Until a restarting worker answers again (or is gone for good); then the calls waiting
         for a worker go out."""
-        try:
-            await self.actors[slot].info.remote()  # Ray re-runs it on the restarted worker
-        except self._ray.exceptions.RayActorError as exc:
-            self._dead.setdefault(slot, _first_line(exc))
+        errors = self._ray.exceptions
+        while True:
+            try:
+                await self.actors[slot].info.remote()  # Ray re-runs it on the restarted worker
+            except errors.ActorDiedError as exc:
+                self._dead.setdefault(slot, _first_line(exc))
+            except errors.RayActorError:  # not reachable yet
+                await asyncio.sleep(RESTART_POLL_S)
+                continue
+            break
         self._restarting.discard(slot)
         parked, self._parked = self._parked, []
         if parked:
