@@ -525,7 +525,7 @@ class RayBackend(Backend):
     async def _submit(self, slot: int, calls: list[tuple[int, CallRequest]]) -> None:
         try:
             await self.actors[slot].submit.remote(calls)
-        except self._ray.exceptions.RayActorError as exc:  # these may never have reached it: all its open calls go again
+        except self._ray.exceptions.RayActorError as exc:  # they may not have reached it: its open calls go again
             self._lost(slot, exc)
         except self._ray.exceptions.RayError as exc:
             self._fail(slot, [c for c, _ in calls], exc)
