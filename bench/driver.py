@@ -18,8 +18,9 @@ after each case is recorded next to it):
   one run without a store: the local engine's own cost per pair when the model costs nothing.
 - ray_cpu: the driver process's CPU (time.process_time: user + system of every thread, Ray's
   included) per answered call through `ray_judge` with 2 workers, against tests/openai_server.py
-  in its own process answering at once, and the same calls locally without Ray
-  (scale_out.py's `served` case).
+  in its own process answering at once, with a store and without one, and the same calls
+  locally without Ray (scale_out.py's `served` case); with the CPU per call of each of the
+  driver's threads, and under Ray the calls per message the driver sent its workers.
 - served: at concurrency 64 against the server answering after 200 ms, the engine with a store,
   the openai SDK alone (AsyncOpenAI, 64 concurrent chat.completions) and the engine without a
   store, run alternately (store, SDK, no store, store, ...: benchmark.py's served and served_sdk
@@ -144,13 +145,15 @@ def per_pair(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def ray_cpu_part(calls: int, concurrency: int, workers: int) -> list[dict[str, Any]]:
+    """Under Ray with a store (the figure the issue bounds), under Ray without a store (what Ray
+    and the engine cost without the store's part), then locally with a store."""
     ray, address = scale_out.start_ray()
     rows = []
     try:
         server = scale_out.Server(0.0)
-        for w in (workers, None):
+        for w, store in ((workers, True), (workers, False), (None, True)):
             spec = {"kind": "served", "url": server.url, "pairs": calls, "concurrency": concurrency, "workers": w,
-                    "ray": address}
+                    "ray": address, "store": store}
             r = timed_case(scale_out.run_case, spec)
             r.update(workers=w, calls=calls, concurrency=concurrency, server=server.stats())
             rows.append(r)

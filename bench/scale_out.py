@@ -90,7 +90,26 @@ def peak_rss_mb() -> float:
 
 
 # ---------------------------------------------------------------------------------------------- cases
+def thread_cpu_s() -> dict[str, float]:
+    """CPU seconds (user + system) of each of this process's threads now, summed by thread name
+    (Ray's threads have their own names: worker.io, client.poll0, ...; Python's main thread is
+    the program's name)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def served_case(spec: dict[str, Any]) -> dict[str, Any]:
+    """`pairs` calls against the server, through Ray workers or locally; with a store unless
+    spec["store"] is false. The driver's CPU per call, in all and by thread (a thread that ends
+    during the run is not counted in the breakdown)."""
     from judgeblender.judges import Judge, JudgeSpec, judge_pairs
     from judgeblender.store import CallStore
 
@@ -108,16 +127,27 @@ def served_case(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         judge = Judge(jspec)
     judge_pairs([judge], pairs[:conc * 2], queries, corpus)  # warm: connections, imports (in the workers)
-    store = CallStore(Path(tempfile.mkdtemp()) / "calls.sqlite")
+    store = CallStore(Path(tempfile.mkdtemp()) / "calls.sqlite") if spec.get("store", True) else None
+    traffic_before = judge.backend.traffic() if workers and hasattr(judge.backend, "traffic") else None
+    threads_before = thread_cpu_s()
     c0, t0 = time.process_time(), time.perf_counter()
     run = judge_pairs([judge], pairs, queries, corpus, store=store)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    threads = {k: (v - threads_before.get(k, 0.0)) / n * 1000 for k, v in thread_cpu_s().items()}
     assert run.stats[judge.id].judged == n, run.stats[judge.id]
+    out = {"pairs_per_s": n / elapsed, "seconds": elapsed, "driver_cpu_ms_per_call": cpu / n * 1000,
+           "peak_rss_mb": peak_rss_mb(), "store": store is not None,
+           "thread_cpu_ms_per_call": {k: round(v, 4) for k, v in sorted(threads.items(), key=lambda kv: -kv[1])
+                                      if v > 0}}
+    if traffic_before is not None:  # messages the driver sent its workers, and calls per message
+        after = judge.backend.traffic()
+        messages = sum(t["messages"] for t in after) - sum(t["messages"] for t in traffic_before)
+        out.update(worker_messages=messages, calls_per_message=n / max(1, messages),
+                   largest_batch=max(t["largest_batch"] for t in after))
     judge.close()
     if workers:
         ray.shutdown()
-    return {"pairs_per_s": n / elapsed, "seconds": elapsed, "driver_cpu_ms_per_call": cpu / n * 1000,
-            "peak_rss_mb": peak_rss_mb()}
+    return out
 
 
 def memory_case(spec: dict[str, Any]) -> dict[str, Any]:

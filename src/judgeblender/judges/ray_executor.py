@@ -2,19 +2,27 @@
 
 The driver keeps the contract: prompts are rendered, keyed and looked up in the store there,
 exactly as in a local run, by the same engine (judges/engine.py). Only the model calls leave it:
-the judge's backend is a `RayBackend`, whose `aexecute` sends the call to one of N actors and
-awaits its ObjectRef (Ray's asyncio integration: each answer resumes its caller as it arrives,
-as a `ray.wait` loop would, and the engine commits it to the store before it counts).
+the judge's backend is a `RayBackend`, whose `aexecute` hands the call to one of N actors and
+waits for its answer, which the engine commits to the store before it counts.
 
+- Calls travel in batches, not one Ray task each (a Ray task costs the driver about 0.5 ms of
+  CPU, more than the rest of a call): the calls the engine asks for in the same turn of its
+  event loop go out together, one message per worker, each worker taking calls up to its share
+  of the concurrency. A worker's answers come back in exchanges (`JudgeWorker.exchange`): one
+  waits on each busy worker, returns with every answer given since the last, and carries the
+  calls asked for meanwhile. So an answer never waits for a slower call of its batch, and the
+  busier the driver, the more calls and answers each message carries.
 - Each actor (`JudgeWorker`) builds the backend from the judge's spec (model string + options)
   once, in its own process, and keeps it: an embedded model is loaded once per worker; a served
   endpoint is called by every worker with its share of the judge's concurrency.
 - The calls outstanding at once are bounded: `workers x per-worker concurrency` (the backend's
   own concurrency, 1 for an embedded model; for a served model the judge's `concurrency` split
   over the workers). A killed driver loses at most those.
-- A killed worker loses nothing: actors restart (`MAX_RESTARTS`) and Ray re-runs their calls in
-  flight (`MAX_TASK_RETRIES`); a call the model answered but whose answer died with the worker
-  is asked again, so the model sees at most the calls in flight at the kill a second time.
+- A killed worker loses nothing: actors restart (`MAX_RESTARTS`); the driver sends the calls
+  that worker had open (not the answered ones of their batch) again once it is back, each at
+  most `MAX_TASK_RETRIES` times (Ray itself never re-runs an exchange, which would ask its
+  answered calls again). A call the model answered but whose answer died with the worker is
+  asked again, so the model sees at most the calls in flight at the kill a second time.
   A worker killed more often than it may restart is gone for good: its calls go to the live
   workers; with none left, every call still to make fails (exit status 3, answers kept).
 - The driver keeps its own SIGTERM handler (Ray's would exit 1 or 15, without the resume line)
@@ -31,6 +39,7 @@ Ray is imported only here, and only when `--ray` is given.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import math
 import os
 import signal
@@ -51,6 +60,11 @@ LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2  # --ray local: a 2-core, 24 GB machine
 CONNECT_TIMEOUT_S = 8.0  # a dead address is an error within 10 s, not a hang
 START_TIMEOUT_S = 600.0  # workers loading their model (an embedded model may take minutes)
 SERVED_CPUS_PER_WORKER = 0.5
+# turns of the driver's event loop between a worker's answers and its next exchange: an answer
+# resumes the engine's worker, which commits it (one turn for the group commit) and asks for its
+# next call; that call then goes out in the exchange instead of a submit of its own
+EXCHANGE_TURNS = 6
+RESTART_POLL_S = 0.5  # how often a restarting worker that Ray cannot reach yet is asked again
 RAY_OPTION_KEYS = ("ray_cpus", "ray_gpus")
 EMBEDDED_PREFIXES = ("llamacpp", "hf")
 
@@ -182,6 +196,12 @@ class JudgeWorker:
         self.worker = {"node": ctx.get_node_id(), "pid": os.getpid()}
         self.error: str | None = None
         self.backend: Backend | None = None
+        self._calls: dict[int, asyncio.Future] = {}  # by call id: running, or finished and not yet returned
+        self._finished: list[tuple[int, str, Any]] = []  # finished, not yet returned by an exchange
+        self._wake = asyncio.Event()
+        self._exchanges = 0
+        self._slots: asyncio.Semaphore | None = None  # made in the actor's event loop
+        self._traffic = {"messages": 0, "calls": 0, "largest_batch": 0, "answers": 0}
         try:
             self.backend = create_backend(model, **options)
         except Exception as exc:  # reported by info(), with the node, instead of a dead actor
@@ -198,17 +218,60 @@ class JudgeWorker:
                        max_concurrency=self.backend.max_concurrency, context_tokens=self.backend.context_tokens())
         return out
 
-    async def execute(self, request: CallRequest) -> tuple[str, Any]:
-        """("ok", result) or (error class name, message): the driver re-raises, so no exception
-        object (nor a traceback) travels, and Ray does not retry an answer the model gave."""
+    async def exchange(self, calls: list[tuple[int, CallRequest]]) -> list[tuple[int, str, Any]]:
+        """Takes new calls (`submit`), then waits until at least one call has finished and returns
+        every call finished since the last exchange: (call id, "ok", result) or (call id, error
+        class name, message). So no finished call waits for a slower one, and calls that finish
+        while the driver is busy travel back together. The driver re-raises errors, so no
+        exception object (nor a traceback) travels. One exchange waits at a time: a newer one
+        (from a new run of the driver) ends the older with nothing."""
+        self._start(calls)
+        self._exchanges += 1
+        mine = self._exchanges
+        self._wake.set()  # an older exchange still waiting returns empty
+        while not self._finished:
+            self._wake.clear()
+            await self._wake.wait()
+            if self._exchanges != mine:
+                return []
+        out, self._finished = self._finished, []
+        for call_id, _, _ in out:
+            del self._calls[call_id]
+        self._traffic["answers"] += len(out)
+        return out
+
+    async def submit(self, calls: list[tuple[int, CallRequest]]) -> None:
+        """Takes calls while an exchange waits for answers."""
+        self._start(calls)
+
+    def _start(self, calls: list[tuple[int, CallRequest]]) -> None:
+        """Starts calls, at most the backend's concurrency of them at the model at once (one for
+        an embedded model, whatever the driver sends). A call already here (the driver sends a
+        restarted worker's calls again, and some may have reached it) is not started twice."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(max(1, self.backend.max_concurrency))  # type: ignore[union-attr]
+        t = self._traffic
+        t["messages"] += 1
+        t["calls"] += len(calls)
+        t["largest_batch"] = max(t["largest_batch"], len(calls))
+        for call_id, request in calls:
+            if call_id not in self._calls:
+                self._calls[call_id] = asyncio.ensure_future(self._run(call_id, request))
+
+    async def _run(self, call_id: int, request: CallRequest) -> None:
         try:
-            result = await self.backend.aexecute(request)  # type: ignore[union-attr]
+            async with self._slots:  # type: ignore[union-attr]
+                result = await self.backend.aexecute(request)  # type: ignore[union-attr]
         except LogprobsUnsupported as exc:
-            return "LogprobsUnsupported", str(exc)
+            self._finished.append((call_id, "LogprobsUnsupported", str(exc)))
         except BackendError as exc:
-            return "BackendError", str(exc)
-        result.extra = {**result.extra, "worker": self.worker}
-        return "ok", result
+            self._finished.append((call_id, "BackendError", str(exc)))
+        except Exception as exc:  # a fault in the backend itself: this call fails, the others go on
+            self._finished.append((call_id, "BackendError", f"Ray worker failed: {type(exc).__name__}: {exc}"))
+        else:
+            result.extra = {**result.extra, "worker": self.worker}
+            self._finished.append((call_id, "ok", result))
+        self._wake.set()
 
     def count_tokens(self, text: str) -> int | None:
         return self.backend.count_tokens(text)  # type: ignore[union-attr]
@@ -221,6 +284,11 @@ class JudgeWorker:
 
     def retries_total(self) -> int:
         return int(getattr(self.backend, "retries_total", 0))
+
+    def traffic(self) -> dict[str, int]:
+        """Since this process started: messages from the driver (exchanges and submits), the calls
+        they carried, the most calls in one, and the answers sent back."""
+        return dict(self._traffic)
 
     def close(self) -> None:
         if self.backend is not None:
@@ -261,6 +329,16 @@ def plan_workers(model: str, options: dict[str, Any], workers: int | None, resou
     return WorkerPlan(workers, cpus, gpus, concurrency)
 
 
+@dataclass
+class _Item:
+    """One call on its way to a worker: its caller waits on `future`."""
+
+    request: CallRequest
+    future: asyncio.Future
+    retries: int = 0  # times sent again because its worker died and restarts
+    call_id: int = -1  # given when first sent; kept when sent again
+
+
 class RayBackend(Backend):
     """The driver's view of a judge's backend: identity and limits from the workers, calls sent
     to them. `max_concurrency` is the bound on calls outstanding (the engine's pool size)."""
@@ -284,10 +362,21 @@ class RayBackend(Backend):
         backend_options.update(command_options(model, {"concurrency": self.plan.concurrency}))
         actor = ray.remote(JudgeWorker).options(
             num_cpus=self.plan.cpus, num_gpus=self.plan.gpus, max_restarts=MAX_RESTARTS,
-            max_task_retries=MAX_TASK_RETRIES, max_concurrency=self.plan.concurrency)
+            max_task_retries=MAX_TASK_RETRIES, max_concurrency=self.plan.concurrency + 2)
         self.model = model
         self.actors = [actor.remote(model, backend_options) for _ in range(self.plan.workers)]
-        self._outstanding = [0] * len(self.actors)
+        # calls go out and answers come back in exchanges (JudgeWorker.exchange); Ray never re-runs
+        # one (its calls would be asked again): _exchanges sends a dead worker's open calls again itself
+        self._exchange = [a.exchange.options(max_task_retries=0) for a in self.actors]
+        self._next_id = 0
+        self._loop: asyncio.AbstractEventLoop | None = None  # the event loop of the calls in flight
+        self._waiting: list[_Item] = []  # asked for in this turn of the loop, sent at its end
+        self._parked: list[_Item] = []  # waiting for a restarting worker
+        self._restarting: set[int] = set()
+        self._open: list[dict[int, _Item]] = []  # per worker: sent, not answered, by call id
+        self._next: list[list | None] = []  # per worker: calls for its next exchange, while it is about to go
+        self._polling: list[bool] = []  # per worker: its exchanges are running
+        self._tasks: set[asyncio.Task] = set()
         self._dead: dict[int, str] = {}  # worker slot -> why Ray gave it up (died more often than it may restart)
         try:
             infos = ray.get([a.info.remote() for a in self.actors], timeout=START_TIMEOUT_S)
@@ -355,6 +444,13 @@ class RayBackend(Backend):
                 self._dead[i] = _first_line(exc)
         return total
 
+    def traffic(self) -> list[dict[str, int]]:
+        """Each live worker's traffic (JudgeWorker.traffic), with its pid."""
+        live = self._live()
+        infos = self._ray.get([self.actors[i].info.remote() for i in live])
+        counts = self._ray.get([self.actors[i].traffic.remote() for i in live])
+        return [{"pid": i["pid"], **c} for i, c in zip(infos, counts)]
+
     def worker_pids(self) -> list[int]:
         """The live workers' current pids (they change when a worker restarts)."""
         return [i["pid"] for i in self._ray.get([self.actors[i].info.remote() for i in self._live()])]
@@ -365,30 +461,158 @@ class RayBackend(Backend):
         return asyncio.run(self.aexecute(request))
 
     async def aexecute(self, request: CallRequest) -> CallResult:
+        """Waits for this call's answer; the call itself goes out in a batch (`_send`) with the
+        others asked for in the same turn of the event loop."""
+        loop = asyncio.get_running_loop()
+        item = _Item(request, loop.create_future())
+        self._enqueue([item], loop)
+        return await item.future
+
+    def _enqueue(self, items: list[_Item], loop: asyncio.AbstractEventLoop) -> None:
+        if self._loop is not loop:  # a new event loop (each run has its own): nothing of the last one goes on
+            n = len(self.actors)
+            self._loop, self._waiting, self._parked, self._restarting = loop, [], [], set()
+            self._open, self._next, self._polling = [{} for _ in range(n)], [None] * n, [False] * n
+        if not self._waiting:
+            loop.call_soon(self._send)
+        self._waiting.extend(items)
+
+    def _send(self) -> None:
+        """The calls asked for since the last turn, as one batch per worker: each call goes to the
+        least loaded live worker (by its share of its capacity), as one at a time would. The engine
+        never has more than max_concurrency calls out, so no worker gets more than its capacity
+        while all live; a dead worker's calls are spread over the others. Calls wait here while
+        every live worker is restarting."""
+        items, self._waiting = [it for it in self._waiting if not it.future.done()], []
+        if not items:
+            return
+        live = self._live()
+        if not live:  # a failed call: counted, not stored, asked again on a re-run (exit status 3)
+            why = next(iter(self._dead.values()))
+            for it in items:
+                it.future.set_exception(BackendError(
+                    f"every Ray worker of {self.model} died more often than its {MAX_RESTARTS} restarts allow ({why})"))
+            return
+        ready = [i for i in live if i not in self._restarting]
+        if not ready:
+            self._parked.extend(items)
+            return
+        load = [(len(self._open[i]) / self._capacity[i], i) for i in ready]
+        heapq.heapify(load)
+        batches: dict[int, list[tuple[int, CallRequest]]] = {}
+        for it in items:
+            _, slot = heapq.heappop(load)
+            if it.call_id < 0:
+                it.call_id = self._next_id = self._next_id + 1
+            self._open[slot][it.call_id] = it
+            batches.setdefault(slot, []).append((it.call_id, it.request))
+            heapq.heappush(load, (len(self._open[slot]) / self._capacity[slot], slot))
+        for slot, calls in batches.items():
+            if not self._polling[slot]:  # the worker's exchanges carry calls out and answers back
+                self._polling[slot] = True
+                self._next[slot] = calls
+                self._spawn(self._exchanges(slot))
+            elif self._next[slot] is not None:  # its next exchange goes out in a moment: with these
+                self._next[slot].extend(calls)
+            else:  # its exchange is out, waiting for answers
+                self._spawn(self._submit(slot, calls))
+
+    def _spawn(self, coro) -> None:
+        task = self._loop.create_task(coro)  # type: ignore[union-attr]
+        self._tasks.add(task)  # the loop keeps only a weak reference
+        task.add_done_callback(self._tasks.discard)
+
+    async def _submit(self, slot: int, calls: list[tuple[int, CallRequest]]) -> None:
+        try:
+            await self.actors[slot].submit.remote(calls)
+        except self._ray.exceptions.RayActorError as exc:  # they may not have reached it: its open calls go again
+            self._lost(slot, exc)
+        except self._ray.exceptions.RayError as exc:
+            self._fail(slot, [c for c, _ in calls], exc)
+
+    def _fail(self, slot: int, call_ids, exc: BaseException) -> None:
+        for call_id in call_ids:
+            it = self._open[slot].pop(call_id, None)
+            if it is not None and not it.future.done():
+                it.future.set_exception(BackendError(f"Ray worker failed: {_first_line(exc)}"))
+
+    async def _exchanges(self, slot: int) -> None:
+        """The worker's exchanges while it has calls open: each carries the calls asked for since
+        the last and brings back every answer that came since, each caller resumed with its own.
+        After answers, the next exchange waits a few turns of the loop, for the calls the engine
+        asks for as those answers free its workers, so one exchange carries both. A worker that
+        dies takes only its open calls with it: those are sent again, once it is back (it
+        restarts) or to the live workers (it is gone for good)."""
+        ray, open_calls = self._ray, self._open[slot]
+        try:
+            while True:
+                calls, self._next[slot] = self._next[slot] or [], None
+                try:
+                    answers = await self._exchange[slot].remote(calls)
+                except ray.exceptions.RayActorError as exc:
+                    self._lost(slot, exc)
+                    return
+                except ray.exceptions.RayError as exc:
+                    self._fail(slot, list(open_calls), exc)
+                    return
+                for call_id, status, value in answers:
+                    it = open_calls.pop(call_id, None)
+                    if it is None or it.future.done():  # asked twice, or its caller is gone (cancelled)
+                        continue
+                    if status == "ok":
+                        it.future.set_result(value)
+                    elif status == "LogprobsUnsupported":
+                        it.future.set_exception(LogprobsUnsupported(value))
+                    else:
+                        it.future.set_exception(BackendError(value))
+                self._next[slot] = []
+                for _ in range(EXCHANGE_TURNS):
+                    await asyncio.sleep(0)
+                if not open_calls:
+                    return
+        finally:
+            self._polling[slot] = False
+            self._next[slot] = None
+
+    def _lost(self, slot: int, exc: BaseException) -> None:
+        """The worker in `slot` died (or could not be reached) with calls open: they go again."""
+        again = [it for it in self._open[slot].values() if not it.future.done()]
+        self._open[slot].clear()
+        if self._next[slot]:  # about to go to it: they go again with the rest instead
+            self._next[slot].clear()
+        if isinstance(exc, self._ray.exceptions.ActorDiedError):  # restarts spent: gone for good
+            self._dead.setdefault(slot, _first_line(exc))
+        else:  # restarting (or unreachable for a moment): its calls wait until it answers again
+            if slot not in self._restarting:
+                self._restarting.add(slot)
+                self._spawn(self._await_back(slot))
+            for it in again:
+                it.retries += 1
+            for it in again:
+                if it.retries > MAX_TASK_RETRIES:
+                    it.future.set_exception(BackendError(
+                        f"Ray worker failed {MAX_TASK_RETRIES + 1} times on this call: {_first_line(exc)}"))
+            again = [it for it in again if it.retries <= MAX_TASK_RETRIES]
+        if again:
+            self._enqueue(again, self._loop)  # type: ignore[arg-type]
+
+    async def _await_back(self, slot: int) -> None:
+        """Until a restarting worker answers again (or is gone for good); then the calls waiting
+        for a worker go out."""
+        errors = self._ray.exceptions
         while True:
-            live = self._live()
-            if not live:  # a failed call: counted, not stored, asked again on a re-run (exit status 3)
-                raise BackendError(f"every Ray worker of {self.model} died more often than its {MAX_RESTARTS} "
-                                   f"restarts allow ({next(iter(self._dead.values()))})")
-            # the least loaded live worker (by its share of its capacity); the engine never has more
-            # than max_concurrency calls out, so no worker gets more than its capacity while all live
-            slot = min(live, key=lambda i: self._outstanding[i] / self._capacity[i])
-            self._outstanding[slot] += 1
             try:
-                status, value = await self.actors[slot].execute.remote(request)
-                break
-            except self._ray.exceptions.ActorDiedError as exc:
-                # restarts spent: the worker is gone for good; its call goes to a live one, if any
+                await self.actors[slot].info.remote()  # Ray re-runs it on the restarted worker
+            except errors.ActorDiedError as exc:
                 self._dead.setdefault(slot, _first_line(exc))
-            except self._ray.exceptions.RayError as exc:
-                raise BackendError(f"Ray worker failed: {type(exc).__name__}: {_first_line(exc)}") from None
-            finally:
-                self._outstanding[slot] -= 1
-        if status == "ok":
-            return value
-        if status == "LogprobsUnsupported":
-            raise LogprobsUnsupported(value)
-        raise BackendError(value)
+            except errors.RayActorError:  # not reachable yet
+                await asyncio.sleep(RESTART_POLL_S)
+                continue
+            break
+        self._restarting.discard(slot)
+        parked, self._parked = self._parked, []
+        if parked:
+            self._enqueue(parked, self._loop)  # type: ignore[arg-type]
 
     def close(self) -> None:
         for a in getattr(self, "actors", []):
