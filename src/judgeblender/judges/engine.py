@@ -600,7 +600,7 @@ def window_texts(corpus: Mapping[str, Any], docids: Iterable[str]) -> dict[str, 
 def _windows(pairs: Iterable[Pair | tuple[str, str]], window: int | None) -> Iterator[list[Pair]]:
     from ..pairs.pairs import unique_pairs  # each pair once across windows, holding digests only
 
-    it = unique_pairs(pairs)
+    it = iter(pairs) if getattr(pairs, "unique", False) else unique_pairs(pairs)  # a PairsFile is already
     while chunk := list(islice(it, window or WINDOW)):
         yield chunk
 

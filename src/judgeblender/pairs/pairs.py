@@ -148,7 +148,10 @@ def _tsv_pairs(path: str | Path, report: bool) -> Iterator[Pair]:
 
 class PairsFile:
     """A pairs file (or irds id), read anew each time it is iterated, so the validation pass and
-    the run each stream it without holding the pairs (`iter_pairs`); `limit` keeps the first N."""
+    the run each stream it without holding the pairs (`iter_pairs`); `limit` keeps the first N.
+    Its pairs come each once (`unique`): the engine does not de-duplicate them again."""
+
+    unique = True
 
     def __init__(self, path: str | Path, fmt: str = "auto", depth: int | None = None, limit: int | None = None):
         self.path, self.fmt, self.depth, self.limit = path, fmt, depth, limit
