@@ -1,7 +1,7 @@
 """The cold start of `make demo`: what it installs, what overlaps, and a demo that needs no torch.
 
 docs/setup.md has the measured times; these tests pin the layout that makes them (the build of
-llama.cpp side by side with the other installs, no extra the demo does not run, 16 short pairs).
+llama.cpp side by side with the other installs, no extra the demo does not run, 12 short pairs).
 """
 
 from __future__ import annotations
@@ -83,13 +83,13 @@ def test_llama_cpp_builds_while_the_rest_installs(tmp_path):
     assert wheel[0] >= max(build[1], rest[1]) and demo[0] >= wheel[1], calls
 
 
-def test_demo_pairs_are_the_four_shortest_of_each_label():
+def test_demo_pairs_are_the_three_shortest_of_each_label():
     paths = demo_files()
     gold = read_qrels(paths["qrels.txt"], allowed=range(4))
     corpus = read_corpus(paths["passages.jsonl"])
     pairs = demo_pairs(gold, corpus)
     label = {(q, d): l for q, docs in gold.items() for d, l in docs.items()}
-    assert sorted(label[p.qid, p.docid] for p in pairs) == [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4
+    assert sorted(label[p.qid, p.docid] for p in pairs) == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3
     chosen = {(p.qid, p.docid) for p in pairs}
     for lab in range(4):
         longest_chosen = max(len(corpus[d]) for (q, d) in chosen if label[q, d] == lab)
@@ -111,5 +111,26 @@ def test_the_demo_runs_where_torch_cannot_be_imported(tmp_path):
                            "--store", str(tmp_path / "demo.sqlite")],
                           env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Offline jury on 16 TREC DL 2019 pairs (4 per NIST label)" in proc.stdout, proc.stdout
+    assert "Offline jury on 12 TREC DL 2019 pairs (3 per NIST label)" in proc.stdout, proc.stdout
     assert "calibrated: " in proc.stdout and "note" not in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_the_demos_auc_is_scikit_learns_roc_auc():
+    """The demo computes AUC itself (no scikit-learn import in a cold start): the same figure,
+    ties and unscored pairs included."""
+    import math
+    import random
+
+    from sklearn.metrics import roc_auc_score
+
+    from judgeblender.cli.demo import _auc
+
+    rng = random.Random(1)
+    for _ in range(300):
+        human = [rng.randint(0, 3) for _ in range(rng.randint(2, 20))]
+        scores = [rng.choice([None, float("nan"), float(rng.randint(0, 3)), rng.random()]) for _ in human]
+        kept = [(h >= 2, s) for h, s in zip(human, scores) if s is not None and math.isfinite(s)]
+        if len({y for y, _ in kept}) < 2:
+            assert math.isnan(_auc(human, scores))
+        else:
+            assert _auc(human, scores) == pytest.approx(roc_auc_score([y for y, _ in kept], [s for _, s in kept]))

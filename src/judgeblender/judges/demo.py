@@ -24,8 +24,8 @@ from .judge import Judge, JudgeSpec
 
 # Demo pairs per human label. Judging is most of the first demo's time (prompt evaluation, about
 # 170 new tokens a pair for each LLM), and the cold start must stay under 4 minutes on 2 cores
-# (docs/setup.md): 4 per label, 16 pairs, is about 40 s of judging on 2 idle cores.
-PER_LABEL = 4
+# (docs/setup.md): 3 per label, 12 pairs, is about 40 s of judging on 2 idle cores.
+PER_LABEL = 3
 
 
 def DEMO_JURY(threads: int | None = None) -> list[JudgeSpec]:
