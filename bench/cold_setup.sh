@@ -30,6 +30,7 @@ uptime >> "$OUT/load.log"
 (cd "$WORK/clone" && T0=$(date +%s.%N) HOME=$WORK/home PIP_CACHE_DIR=$WORK/pip XDG_CACHE_HOME=$WORK/home/.cache STEPS_LOG=$OUT/steps.log \
     /usr/bin/time -v make demo SHELL="$WORK/timed-sh") > "$OUT/time.log" 2>&1 || echo "make demo failed: see $OUT/time.log"
 kill $sampler; uptime >> "$OUT/load.log"
+sed -i "s|$WORK|\$WORK|g" "$OUT/steps.log" "$OUT/time.log"  # no machine path in the logs
 
 # Which llama.cpp sources the build compiles: the Makefile's LLAMA_CMAKE against the same
 # flags without the library-only options. The ggml and llama compile commands must be equal.
