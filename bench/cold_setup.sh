@@ -1,6 +1,7 @@
 #!/bin/bash
 # Cold set-up, measured: `make demo` from a clean clone with empty caches, each recipe line
-# timed, plus the load average (the machine may be shared) and what the llama.cpp build
+# timed (its start, from the start of `make demo`, and its wall and CPU time: the llama.cpp
+# build and the other installs run side by side, so their lines overlap), plus the load average (the machine may be shared) and what the llama.cpp build
 # compiles with the Makefile's flags against llama-cpp-python's defaults.
 #
 #   bench/cold_setup.sh [REPO]          # REPO defaults to this checkout
@@ -18,7 +19,7 @@ start=$(date +%s.%N)
 /usr/bin/time -f "%U %S" -o "$STEPS_LOG.cpu.$$" /bin/sh "$@"; rc=$?
 end=$(date +%s.%N)
 cpu=$(awk '{printf "%.1f", $1+$2}' "$STEPS_LOG.cpu.$$" 2>/dev/null); rm -f "$STEPS_LOG.cpu.$$"
-printf '%7.1f s  cpu %s s  rc=%s  %s\n' "$(echo "$end - $start" | bc)" "$cpu" "$rc" "$(echo "${@: -1}" | tr '\n\t' '  ' | cut -c1-160)" >> "$STEPS_LOG"
+printf 'at %6.1f s  %7.1f s  cpu %6s s  rc=%s  %s\n' "$(echo "$start - $T0" | bc)" "$(echo "$end - $start" | bc)" "$cpu" "$rc" "$(echo "${@: -1}" | tr '\n\t' '  ' | cut -c1-160)" >> "$STEPS_LOG"
 exit $rc
 SH
 chmod +x "$WORK/timed-sh"
@@ -26,9 +27,10 @@ git clone -q "$REPO" "$WORK/clone"
 : > "$OUT/steps.log"
 (while sleep 15; do uptime; done) > "$OUT/load.log" & sampler=$!
 uptime >> "$OUT/load.log"
-(cd "$WORK/clone" && HOME=$WORK/home PIP_CACHE_DIR=$WORK/pip XDG_CACHE_HOME=$WORK/home/.cache STEPS_LOG=$OUT/steps.log \
+(cd "$WORK/clone" && T0=$(date +%s.%N) HOME=$WORK/home PIP_CACHE_DIR=$WORK/pip XDG_CACHE_HOME=$WORK/home/.cache STEPS_LOG=$OUT/steps.log \
     /usr/bin/time -v make demo SHELL="$WORK/timed-sh") > "$OUT/time.log" 2>&1 || echo "make demo failed: see $OUT/time.log"
 kill $sampler; uptime >> "$OUT/load.log"
+sed -i "s|$WORK|\$WORK|g" "$OUT/steps.log" "$OUT/time.log"  # no machine path in the logs
 
 # Which llama.cpp sources the build compiles: the Makefile's LLAMA_CMAKE against the same
 # flags without the library-only options. The ggml and llama compile commands must be equal.

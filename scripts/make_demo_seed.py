@@ -4,7 +4,7 @@
 
 Samples one pair per (query, human label) of 16 queries of the LLMJudge dev split (TREC DL 2023
 passages; never the test split), passages under 700 characters, seeded. Judges them with the
-demo jury (the embedded Qwen and Gemma in logprobs mode, the packaged MiniLM) through a call
+demo jury (the embedded Qwen and Gemma in logprobs mode) through a call
 store, and writes src/judgeblender/data/demo-seed.json: the seed's human labels and each
 member's stored judgments (label, label distribution, score), under the member's fingerprint
 (model file hash, call settings, prompt), so `judgeblender demo` calibrates without a model

@@ -1,13 +1,13 @@
 """`judgeblender demo`: an offline jury on bundled TREC DL 2019 pairs, next to the NIST labels.
 
 The jury: the two embedded LLMs (Qwen2.5-Coder-0.5B and Gemma-3-270M, label distributions
-from logprobs) and the packaged MiniLM embedding judge (cosine, cut at 0.5). The demo judges
-32 bundled DL19 pairs (8 per human label) and prints one table: each member's agreement with
-the human labels, their majority vote, and the blend that calibration chose on a bundled
-seed set of other pairs (LLMJudge dev, TREC DL 2023 passages). The seed's answers are stored
-in data/demo-seed.json under each member's fingerprint, so calibrating costs no model call;
-a member whose model or call scheme changed since is reported and the calibrated row left
-out, rather than calibrating on stale answers (scripts/make_demo_seed.py rebuilds them).
+from logprobs). The demo judges 12 bundled DL19 pairs (3 per human label, the shortest
+passages: judging is most of a cold start's last minute) and prints one table: each member's
+agreement with the human labels, their majority vote, and the blend that calibration chose on
+a bundled seed set of other pairs (LLMJudge dev, TREC DL 2023 passages). The seed's answers
+are stored in data/demo-seed.json under each member's fingerprint, so calibrating costs no
+model call; a member whose model or call scheme changed since is reported and the calibrated
+row left out, rather than calibrating on stale answers (scripts/make_demo_seed.py rebuilds them).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from .console import console, err_console
 from .options import fail_if_calls_failed
 from .progress import RichReporter
 
-SHORT = {"llamacpp:default": "Qwen2.5-0.5B", "llamacpp:gemma-270m": "Gemma-3-270M", "embed:default": "MiniLM"}
+SHORT = {"llamacpp:default": "Qwen2.5-0.5B", "llamacpp:gemma-270m": "Gemma-3-270M"}
 
 
 def short(judge_id: str) -> str:
@@ -43,13 +43,15 @@ def short(judge_id: str) -> str:
 
 
 def _auc(human: list[int], scores: list[float | None]) -> float:
-    """AUC of a score for "relevant" (human label >= 2); NaN when undefined."""
+    """AUC of a score for "relevant" (human label >= 2): the share of (relevant, not relevant)
+    pairs that the score orders right, ties counted half; NaN when undefined. Computed here on
+    a dozen pairs rather than importing scikit-learn, a few seconds of a cold start."""
     keep = [(h >= 2, s) for h, s in zip(human, scores) if s is not None and math.isfinite(s)]
-    if len({y for y, _ in keep}) < 2:
+    pos = np.array([s for y, s in keep if y])
+    neg = np.array([s for y, s in keep if not y])
+    if not len(pos) or not len(neg):
         return float("nan")
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score([y for y, _ in keep], [s for _, s in keep]))
+    return float(((pos[:, None] > neg).sum() + 0.5 * (pos[:, None] == neg).sum()) / (len(pos) * len(neg)))
 
 
 def _row(name: str, human: list[int], labels: list[int | None], scores: list[float | None],
@@ -65,7 +67,7 @@ def _row(name: str, human: list[int], labels: list[int | None], scores: list[flo
 
 
 LEGEND = ("labels: pairs labelled 0/1/2/3; kappa: Cohen's, 0-3 vs NIST; bin: 0-1 vs 2-3",
-          "AUC: label >= 2 ranked by expected label (LLMs), cosine (MiniLM), label (blends)",
+          "AUC: label >= 2 ranked by expected label (LLMs), label (blends)",
           "seed: held-out kappa on the calibration seed (other pairs: LLMJudge dev)")
 
 
@@ -139,12 +141,12 @@ def register(app: typer.Typer) -> None:
         threads: Optional[int] = typer.Option(None, "--threads"),
         progress: bool = typer.Option(True, "--progress/--no-progress"),
     ) -> None:
-        """Judge 32 bundled TREC DL 2019 pairs with an offline jury; blend it, calibrated on a bundled seed set."""
+        """Judge 12 bundled TREC DL 2019 pairs with an offline jury; blend it, calibrated on a bundled seed set."""
         paths = demo_files()
         queries = read_queries(paths["queries.tsv"])
         corpus = read_corpus(paths["passages.jsonl"])
         gold = read_qrels(paths["qrels.txt"], allowed=range(4))
-        pairs = demo_pairs(gold)
+        pairs = demo_pairs(gold, corpus)
         judges = [build_judge(spec) for spec in DEMO_JURY(threads)]
         with CallStore(store_path or demo_store_path()) as store:
             with RichReporter(progress) as reporter:
@@ -154,7 +156,7 @@ def register(app: typer.Typer) -> None:
         console.print(jury_table(run, pairs, gold, cal))
         for line in LEGEND:
             console.print(line)
-        console.print(f"{len(pairs)} pairs are few: each figure is uncertain by about 0.1 (one standard error).")
+        console.print(f"{len(pairs)} pairs are few: each figure is uncertain by about 0.2 (one standard error).")
         for note in notes:
             err_console.print(f"[yellow]note[/] {note}")
         if cal is not None and cal.chosen is not None:

@@ -1,10 +1,11 @@
 """The demo's jury and its bundled calibration seed (`judgeblender demo`, scripts/make_demo_seed.py).
 
 The jury: the two embedded LLMs (Qwen2.5-Coder-0.5B and Gemma-3-270M, label distributions
-from logprobs) and the packaged MiniLM embedding judge. The seed (data/demo-seed.json) holds
-human labels of LLMJudge dev pairs and each member's answers on them under the member's
-fingerprint, so the demo calibrates without a model call, and only on answers its own models
-and call scheme would give.
+from logprobs). It needs llama.cpp and the model packages only, so `make demo` installs no
+torch (MiniLM, `embed:default`, comes with the [embed] extra: `make install`). The seed
+(data/demo-seed.json) holds human labels of LLMJudge dev pairs and each member's answers on
+them under the member's fingerprint, so the demo calibrates without a model call, and only
+on answers its own models and call scheme would give.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 from importlib.resources import files
 from pathlib import Path
 
-from ..backends.registry import command_options
 from ..blend import BallotTable, Vote
 from ..calls import call_key
 from ..hashing import sha256_text
@@ -22,13 +22,17 @@ from ..store import CallStore
 from .engine import _request
 from .judge import Judge, JudgeSpec
 
-PER_LABEL = 8  # demo pairs per human label: about a minute for the jury on 2 cores
+# Demo pairs per human label. Judging is most of the first demo's time (prompt evaluation, about
+# 170 new tokens a pair for each LLM), and the cold start must stay under 4 minutes on 2 cores
+# (docs/setup.md): 3 per label, 12 pairs, is about 40 s of judging on 2 idle cores.
+PER_LABEL = 3
+
+
 def DEMO_JURY(threads: int | None = None) -> list[JudgeSpec]:
-    """The demo's offline jury: the two embedded LLMs (label distributions from logprobs) and MiniLM."""
+    """The demo's offline jury: the two embedded LLMs, label distributions from logprobs."""
     opts = {"n_threads": threads} if threads else {}
     return [JudgeSpec(model="llamacpp:default", prompt="umbrela", mode="logprobs", options=dict(opts)),
-            JudgeSpec(model="llamacpp:gemma-270m", prompt="umbrela", mode="logprobs", options=dict(opts)),
-            JudgeSpec(model="embed:default", options=command_options("embed:default", opts))]
+            JudgeSpec(model="llamacpp:gemma-270m", prompt="umbrela", mode="logprobs", options=dict(opts))]
 
 
 def SEED_FILE() -> Path:
@@ -51,16 +55,16 @@ def demo_files() -> dict[str, Path]:
     return {k: Path(str(data / f"demo-dl19-{k}")) for k in ("queries.tsv", "passages.jsonl", "qrels.txt")}
 
 
-def demo_pairs(gold: dict[str, dict[str, int]], per_label: int = PER_LABEL) -> list[Pair]:
-    """The first `per_label` bundled pairs of each human label, in file order."""
-    taken = {label: 0 for label in range(4)}
-    pairs = []
-    for qid, docs in gold.items():
-        for docid, label in docs.items():
-            if taken[label] < per_label:
-                taken[label] += 1
-                pairs.append(Pair(qid, docid))
-    return pairs
+def demo_pairs(gold: dict[str, dict[str, int]], corpus: dict[str, str], per_label: int = PER_LABEL) -> list[Pair]:
+    """The `per_label` bundled pairs of each human label with the shortest passages (the cheapest
+    prompts: the instructions are shared, the passage is not), ties in file order; listed in
+    file order."""
+    order = [Pair(qid, docid) for qid, docs in gold.items() for docid in docs]
+    chosen: set[Pair] = set()
+    for label in range(4):
+        of_label = [p for p in order if gold[p.qid][p.docid] == label]
+        chosen.update(sorted(of_label, key=lambda p: len(corpus[p.docid]))[:per_label])
+    return [p for p in order if p in chosen]
 
 
 def load_seed(judges: list, store: CallStore) -> tuple[BallotTable | None, dict[str, dict[str, int]], list[str]]:
