@@ -145,3 +145,14 @@ def test_agree_takes_gold_from_an_irds_id(local_id, tmp_path):
     res = CliRunner().invoke(app, ["agree", str(pred), "--gold", f"irds:{local_id}", "--json"])
     assert res.exit_code == 0, res.output
     assert '"n": 3' in res.output or '"n":3' in res.output
+
+
+def test_a_lazy_corpus_holds_a_bounded_number_of_passages(local_id, monkeypatch):
+    """A streamed run asks for each window's passages once: past HELD, what was held is dropped,
+    and every asked passage still comes back (looked up again)."""
+    monkeypatch.setattr(LazyCorpus, "HELD", 2)
+    lazy = read_corpus(f"irds:{local_id}")
+    for ids in (["d1", "d2"], ["d3", "d1", "zz"], ["d2", "d3"], ["d1"]):
+        got = lazy.get_many(ids)
+        assert sorted(got) == sorted(set(ids) - {"zz"}) and len(lazy) <= 3
+    assert lazy["d2"] == "Water boils at 100 C."

@@ -266,3 +266,4 @@ def test_a_streamed_panel_writes_what_the_whole_panel_run_writes(tmp_path, input
     assert details_path(out).read_bytes() == details_path(whole_out).read_bytes()
     for line in whole.summary_lines():
         assert line in res.output
+

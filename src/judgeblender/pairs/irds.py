@@ -202,8 +202,11 @@ class LazyCorpus(LookupById):
     """Passages looked up by id in the dataset's docs store when asked, never all loaded.
 
     `get_many` fetches a batch (the judge engine asks for the passages of its pairs); looked-up
-    texts are kept. len() and iteration are over the ids looked up so far: the corpus itself may
-    hold millions."""
+    texts are kept, up to HELD of them (past that they are dropped and looked up again when
+    asked: a streamed run of 10^7 pairs asks for each window's passages once). len() and
+    iteration are over the ids held: the corpus itself may hold millions."""
+
+    HELD = 100_000
 
     def __init__(self, source: str | Path):
         self.source = str(source)
@@ -219,14 +222,18 @@ class LazyCorpus(LookupById):
         return self._store
 
     def get_many(self, ids: Iterable[str]) -> dict[str, str]:
-        want = [i for i in dict.fromkeys(map(str, ids)) if i not in self._texts and i not in self._absent]
+        ids = list(map(str, ids))
+        want = [i for i in dict.fromkeys(ids) if i not in self._texts and i not in self._absent]
+        if want and len(self._texts) + len(self._absent) + len(want) > self.HELD:
+            self._texts, self._absent = {}, set()  # a stream: keep this batch, not every one before
+            want = list(dict.fromkeys(ids))
         if want:
             with reading(self.source, "docs"):
                 found = self._docs_store().get_many(want)
             for docid, doc in found.items():
                 self._texts[str(docid)] = _text(doc)
             self._absent.update(i for i in want if i not in self._texts)
-        return {i: self._texts[i] for i in map(str, ids) if i in self._texts}
+        return {i: self._texts[i] for i in ids if i in self._texts}
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._texts))
