@@ -1,7 +1,9 @@
 """The streamed driver (issue 23, part 1): memory and speed against the number of pairs, a SIGKILL
 in the middle of a large run and its resume, and the prefix reuse that windows keep.
 
-    PYTHONPATH=src python bench/stream.py memory --max-pairs 10000000   # the plot; 10^7 takes about an hour
+    PYTHONPATH=src python bench/stream.py memory --max-pairs 1000000    # 10^3 ... 10^6, and the plot
+    PYTHONPATH=src python bench/stream.py memory --sizes 10000000 --out bench/results/stream_memory_1e7.json \
+        --plot /dev/null                                                # 10^7 alone: about an hour
     PYTHONPATH=src python bench/stream.py kill --pairs 1000000          # SIGKILL at half, resume
     PYTHONPATH=src python bench/stream.py prefix                        # DL19's pool, windows vs one sort
 
@@ -155,9 +157,9 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- parts
-def memory_part(max_pairs: int, window: int) -> dict[str, Any]:
+def memory_part(max_pairs: int, window: int, sizes: list[int] | None = None) -> dict[str, Any]:
     rows = []
-    for n in [10**k for k in range(3, 9) if 10**k <= max_pairs]:
+    for n in sizes or [10**k for k in range(3, 9) if 10**k <= max_pairs]:
         folder = Path(tempfile.mkdtemp(prefix="jb-stream-"))
         try:
             t0 = time.perf_counter()
@@ -171,7 +173,7 @@ def memory_part(max_pairs: int, window: int) -> dict[str, Any]:
     slopes = {f"{a['pairs']}-{b['pairs']}": (b["peak_rss_mb"] - a["peak_rss_mb"]) * 1024 / (b["pairs"] - a["pairs"])
               for a, b in zip(rows, rows[1:])}
     no_store = [run_case({"kind": "no_store", "pairs": n, "window": window}) for n in (10_000, 100_000)
-                if n <= max(max_pairs, 10_000)]
+                if n <= max(max_pairs, 10_000) and not sizes]
     return {"rows": rows, "peak_kb_per_pair": slopes, "no_store": no_store}
 
 
@@ -276,6 +278,7 @@ def main() -> None:
     mem = sub.add_parser("memory")
     mem.add_argument("--max-pairs", type=int, default=100_000)
     mem.add_argument("--window", type=int, default=10_000)
+    mem.add_argument("--sizes", type=int, nargs="+", help="these pair counts instead of 10^3 ... --max-pairs")
     mem.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "stream_memory.json")
     mem.add_argument("--plot", type=Path, default=ROOT / "bench" / "results" / "stream_memory.svg")
     kill = sub.add_parser("kill")
@@ -295,7 +298,7 @@ def main() -> None:
                            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(),
                            "load_before": os.getloadavg()}
     if args.cmd == "memory":
-        res.update(memory_part(args.max_pairs, args.window))
+        res.update(memory_part(args.max_pairs, args.window, args.sizes))
         before_file = ROOT / "bench" / "results" / "driver.json"
         before = json.loads(before_file.read_text()).get("memory", []) if before_file.exists() else []
         args.plot.parent.mkdir(parents=True, exist_ok=True)
