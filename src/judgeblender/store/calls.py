@@ -224,16 +224,20 @@ class CallStore:
 
         def rows() -> list[tuple]:
             out = []
+            identities: dict[int, str] = {}  # a batch's calls share their identity dict: one JSON each
             for key, backend, identity, request, result, parsed in calls:
                 req = request.key_fields()
                 if self.redact_passages:
                     req["messages"] = [[role, "[redacted]"] for role, _ in req["messages"]]
+                ident = identities.get(id(identity))
+                if ident is None:
+                    ident = identities[id(identity)] = canonical_json(identity)
                 out.append(self._texts.encode_call(
                     key, backend, identity, req, result.text,
                     canonical_json(parsed) if parsed is not None else None,
                     canonical_json(result.probs) if result.probs is not None else None,
                     result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, now,
-                    canonical_json(result.extra) if result.extra else None))
+                    canonical_json(result.extra) if result.extra else None, identity_json=ident))
             return out
 
         self.new_calls += self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
@@ -254,6 +258,13 @@ class CallStore:
                 raise
             self._db.execute("COMMIT")
         return len(rows)
+
+    def writer(self) -> "CallStore":
+        """Another connection to this store, with the same settings, for a thread that writes
+        while this one reads: SQLite's WAL lets this connection's lookups go on during the other's
+        commits, where one shared connection would make them wait on its lock. The caller closes
+        it (and may add its `new_calls` to this one's)."""
+        return CallStore(self.path, redact_passages=self.redact_passages)
 
     def count_calls(self) -> int:
         with self._lock:
