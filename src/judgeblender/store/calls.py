@@ -259,13 +259,6 @@ class CallStore:
             self._db.execute("COMMIT")
         return len(rows)
 
-    def writer(self) -> "CallStore":
-        """Another connection to this store, with the same settings, for a thread that writes
-        while this one reads: SQLite's WAL lets this connection's lookups go on during the other's
-        commits, where one shared connection would make them wait on its lock. The caller closes
-        it (and may add its `new_calls` to this one's)."""
-        return CallStore(self.path, redact_passages=self.redact_passages)
-
     def count_calls(self) -> int:
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
