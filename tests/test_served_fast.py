@@ -142,3 +142,37 @@ def test_a_served_run_with_a_store_keeps_every_prompt_it_sent_and_asks_nothing_t
                             store=store)
         assert server.request_count == len(pairs)  # the second run asked nothing
     assert [j.label for j in again.judgments[judge.id].values()] == [2] * len(pairs)
+
+
+def test_a_run_leaves_the_objects_alive_before_it_out_of_the_collectors_passes_and_hands_them_back(tiny):
+    import gc
+
+    queries, corpus = read_queries(tiny / "queries.tsv"), read_corpus(tiny / "corpus.jsonl")
+    frozen_while_answering: list[int] = []
+
+    def answer_and_look(body: dict) -> str:  # the server answers in a thread of this process
+        frozen_while_answering.append(gc.get_freeze_count())
+        return "##final score: 1"
+
+    with OpenAITestServer(answer_and_look) as server:
+        judge = Judge(JudgeSpec(model="openai:test-model", options={"base_url": server.base_url, "timeout_s": 5.0}))
+        assert gc.get_freeze_count() == 0
+        run = judge_pairs([judge], [Pair(q, d) for q in sorted(queries) for d in sorted(corpus)][:4], queries, corpus)
+    assert len(frozen_while_answering) == 4 and min(frozen_while_answering) > 0
+    assert gc.get_freeze_count() == 0  # handed back: collected as usual after the run
+    assert run.stats[judge.id].judged == 4
+
+
+def test_a_heap_the_caller_froze_stays_frozen_after_a_run(tiny):
+    import gc
+
+    queries, corpus = read_queries(tiny / "queries.tsv"), read_corpus(tiny / "corpus.jsonl")
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        with OpenAITestServer("##final score: 2") as server:
+            judge = Judge(JudgeSpec(model="openai:test-model", options={"base_url": server.base_url, "timeout_s": 5.0}))
+            judge_pairs([judge], [Pair(q, d) for q in sorted(queries) for d in sorted(corpus)][:2], queries, corpus)
+        assert gc.get_freeze_count() >= before > 0
+    finally:
+        gc.unfreeze()
