@@ -32,7 +32,9 @@ def text_problem(value: Any) -> str | None:
     """None for a non-blank string; else what the value is instead ("missing (NaN)", "blank",
     "not text (int 5)"), for an error or a skip reason."""
     if isinstance(value, str):
-        if not value or not value.translate(_INVISIBLE).strip():
+        if value.isascii():  # the usual case, checked fast: no invisible characters, no surrogates
+            return None if value.strip() else "blank"
+        if not value.translate(_INVISIBLE).strip():
             return "blank"
         # a lone surrogate (from a JSON \u escape) is text no UTF-8 writer or tokenizer can take
         return "not Unicode text (a lone surrogate)" if SURROGATE.search(value) else None

@@ -225,16 +225,20 @@ class CallStore:
 
         def rows() -> list[tuple]:
             out = []
+            identities: dict[int, str] = {}  # a batch's calls share their identity dict: one JSON each
             for key, backend, identity, request, result, parsed in calls:
                 req = request.key_fields()
                 if self.redact_passages:
                     req["messages"] = [[role, "[redacted]"] for role, _ in req["messages"]]
+                ident = identities.get(id(identity))
+                if ident is None:
+                    ident = identities[id(identity)] = canonical_json(identity)
                 out.append(self._texts.encode_call(
                     key, backend, identity, req, result.text,
                     canonical_json(parsed) if parsed is not None else None,
                     canonical_json(result.probs) if result.probs is not None else None,
                     result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, now,
-                    canonical_json(result.extra) if result.extra else None))
+                    canonical_json(result.extra) if result.extra else None, identity_json=ident))
             return out
 
         self.new_calls += self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)

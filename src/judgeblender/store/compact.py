@@ -126,17 +126,24 @@ class Texts:
         self.db = db
         self._known: set[int] = set()
         self._values: dict[int, str] = {}
-        self._shapes: dict[int, int] = {}
+        # What this connection has seen, by content, so a repeated text (an identity, settings, a
+        # dictionary) costs a dict lookup, not a sha256: every stored call repeats several.
+        self._ids: dict[str, int] = {}
+        self._shapes: dict[str, int] = {}  # "group|shape text" -> dictionary id
+        self._dict_bytes: dict[int, bytes] = {}
         self._shapes_per_settings: dict[int, int] = {}
         self._first_dict: dict[int, int] = {}
-        self._identity: tuple[dict[str, Any] | None, str] = (None, "")  # the last identity and its JSON
 
     def put(self, text: str) -> int:
+        tid = self._ids.get(text)
+        if tid is not None:
+            return tid
         tid = text_id(text)
         if tid not in self._known:
             self.db.execute("INSERT OR IGNORE INTO texts VALUES (?, ?)", (tid, text))
             self._known.add(tid)
             self._values[tid] = text
+        self._ids[text] = tid
         return tid
 
     def get(self, tid: int) -> str:
@@ -153,10 +160,11 @@ class Texts:
         """The dictionary of a shape (`shape_text` hashed) within `group` (a settings or identity
         id): the first `sample` of that shape, stored as a text; past MAX_SHAPES_PER_SETTINGS
         shapes in one group, the group's first dictionary."""
-        shape = text_id(f"{group}|{shape_text}")
-        found = self._shapes.get(shape)
+        name = f"{group}|{shape_text}"
+        found = self._shapes.get(name)
         if found is not None:
             return found
+        shape = text_id(name)
         row = self.db.execute("SELECT dict FROM shapes WHERE shape = ?", (shape,)).fetchone()
         if row is None:
             if group not in self._shapes_per_settings:
@@ -172,11 +180,14 @@ class Texts:
             self._shapes_per_settings[group] += 1
             self._first_dict.setdefault(group, dictionary)
             row = (dictionary,)
-        self._shapes[shape] = row[0]
+        self._shapes[name] = row[0]
         return row[0]
 
     def _pack(self, text: str, dictionary: int) -> bytes:
-        return _SHAPED + _deflate(text.encode(), self.get(dictionary).encode())
+        zdict = self._dict_bytes.get(dictionary)
+        if zdict is None:
+            zdict = self._dict_bytes[dictionary] = self.get(dictionary).encode()
+        return _SHAPED + _deflate(text.encode(), zdict)
 
     def _unpack(self, blob: bytes, dictionary: int | None) -> str:
         fmt, body = blob[:1], blob[1:]
@@ -190,13 +201,12 @@ class Texts:
     def encode_call(self, key: str, backend: str, identity: dict[str, Any], request: dict[str, Any],
                     raw_output: str, parsed: str | None, probs: str | None, choice_mass: float | None,
                     tokens_in: int | None, tokens_out: int | None, latency_s: float | None,
-                    created_at: float, extra: str | None) -> tuple:
-        """One `calls` row. `request` is CallRequest.key_fields() (messages possibly redacted)."""
+                    created_at: float, extra: str | None, identity_json: str | None = None) -> tuple:
+        """One `calls` row. `request` is CallRequest.key_fields() (messages possibly redacted);
+        `identity_json`, when given, is canonical_json(identity), made once for a batch of calls."""
         messages = request["messages"]
         settings = self.put(canonical_json({k: v for k, v in request.items() if k != "messages"}))
-        if self._identity[0] != identity:  # a run's calls share one identity: its JSON made once
-            self._identity = (identity, canonical_json(identity))
-        identity_id = self.put(self._identity[1])
+        identity_id = self.put(canonical_json(identity) if identity_json is None else identity_json)
         messages_json = canonical_json(messages)
         shape = ",".join(role for role, _ in messages) + "|" + "|".join(c[:_SHAPE_CHARS] for _, c in messages)
         dictionary = self._dictionary(settings, shape, messages_json)
