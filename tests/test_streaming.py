@@ -267,3 +267,38 @@ def test_a_streamed_panel_writes_what_the_whole_panel_run_writes(tmp_path, input
     for line in whole.summary_lines():
         assert line in res.output
 
+
+
+@settings(max_examples=40, deadline=None)
+@given(pairs=st.lists(st.tuples(st.sampled_from("abcdefgh"), st.sampled_from("pqrstuvwxyz\x00é")), max_size=300),
+       recent=st.integers(1, 8))
+def test_seen_pairs_answers_as_a_set_does_across_its_sorted_levels(pairs, recent):
+    from judgeblender.pairs.pairs import SeenPairs
+
+    seen, truth = SeenPairs(), set()
+    seen.RECENT = recent
+    for p_ in pairs:
+        assert seen.add(p_) == (p_ not in truth)
+        truth.add(p_)
+    assert len(seen) == len(truth)
+
+
+def test_seen_pairs_keeps_a_digest_whose_last_byte_is_zero(monkeypatch):
+    """numpy's fixed-size bytes drop trailing NULs; a digest ending in 0 must still be found."""
+    from judgeblender.pairs import pairs as pairs_module
+
+    real = pairs_module.hashlib.blake2b
+
+    class Zeroed:
+        def __init__(self, data, digest_size):
+            self._d = real(data, digest_size=digest_size).digest()[:-2] + b"\0\0"
+
+        def digest(self):
+            return self._d
+
+    monkeypatch.setattr(pairs_module.hashlib, "blake2b", Zeroed)
+    seen = pairs_module.SeenPairs()
+    seen.RECENT = 2
+    for i in range(10):
+        assert seen.add(("q", f"d{i}"))
+    assert not any(seen.add(("q", f"d{i}")) for i in range(10))

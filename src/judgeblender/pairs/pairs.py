@@ -8,6 +8,8 @@ from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from ..errors import InputError
 from .qrels import read_qrels
 from .runs import read_run
@@ -82,24 +84,50 @@ def _irds_pairs(source: str | Path, fmt: str, depth: int | None) -> list[Pair]:
 
 
 class SeenPairs:
-    """Which pairs were seen, in 16-byte digests: about 70 bytes a pair in memory (a set of Pair
-    tuples: about 250), for streams of 10^7 pairs. Two pairs would share a digest with probability
-    about n^2 / 2^129: never, for any n a machine can hold."""
+    """Which pairs were seen, as 16-byte digests: 17 bytes a pair in memory (a set of Pair
+    tuples takes about 250), for streams of 10^7 pairs and more. Two pairs would share a digest
+    with probability about n^2 / 2^129: never, for any n a machine can hold.
+
+    The latest RECENT digests are a Python set; older ones sit in sorted numpy arrays of 17-byte
+    strings (the digest and a closing 1), merged two equal sizes at a time (a log-structured set: about log2(n / RECENT)
+    arrays, each searched by bisection)."""
+
+    RECENT = 1 << 16
 
     def __init__(self) -> None:
-        self._seen: set[int] = set()
+        self._recent: set[bytes] = set()
+        self._levels: list[np.ndarray] = []
+        self._n = 0
 
     def add(self, pair: tuple[str, str]) -> bool:
         """Whether `pair` is new (and now seen)."""
-        digest = hashlib.blake2b(f"{pair[0]}\t{pair[1]}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        key = int.from_bytes(digest, "little")
-        if key in self._seen:
+        # numpy's fixed-size bytes drop trailing NULs when read back: a last byte of 1 keeps them
+        key = hashlib.blake2b(f"{pair[0]}\t{pair[1]}".encode("utf-8", "surrogatepass"), digest_size=16).digest() + b"\1"
+        if key in self._recent:
             return False
-        self._seen.add(key)
+        for level in self._levels:
+            i = int(np.searchsorted(level, key))
+            if i < len(level) and level[i] == key:
+                return False
+        self._recent.add(key)
+        self._n += 1
+        if len(self._recent) >= self.RECENT:
+            self._spill()
         return True
 
+    def _spill(self) -> None:
+        level = np.sort(np.array(list(self._recent), dtype="S17"))
+        self._recent = set()
+        while self._levels and len(self._levels[-1]) <= len(level):
+            level = np.sort(np.concatenate([self._levels.pop(), level]))
+        self._levels.append(level)
+
+    def nbytes(self) -> int:
+        """The sorted arrays' bytes (the recent set adds at most RECENT x about 100 bytes)."""
+        return sum(level.nbytes for level in self._levels)
+
     def __len__(self) -> int:
-        return len(self._seen)
+        return self._n
 
 
 def unique_pairs(pairs: Iterable[tuple[str, str]]) -> Iterator[Pair]:

@@ -19,6 +19,7 @@ once into a temporary file; messages still name the file the user gave.
 from __future__ import annotations
 
 import gzip
+from array import array
 import hashlib
 import tempfile
 import zlib
@@ -73,7 +74,7 @@ class PassageIndex(LookupById):
 
     # ------------------------------------------------------------------------------------ building
     def _build(self) -> None:
-        hashes, offsets, lines = [], [], []
+        hashes, offsets, lines = array("q"), array("q"), array("Q")  # 8 bytes an entry while building
         cleaned: list[int] = []
         offset = 0
         self._fh.seek(0)
@@ -96,9 +97,9 @@ class PassageIndex(LookupById):
             lines.append(lineno)
         if not hashes:
             raise InputError(self.path, None, "at least one passage", "an empty file")
-        h = np.array(hashes, dtype=np.int64)
-        off = np.array(offsets, dtype=np.int64)
-        ln = np.array(lines, dtype=np.uint32)  # a file of over 4 billion lines would need more
+        h = np.frombuffer(hashes, dtype=np.int64).copy()
+        off = np.frombuffer(offsets, dtype=np.int64).copy()
+        ln = np.frombuffer(lines, dtype=np.uint64).astype(np.uint32)  # over 4 billion lines would need more
         del hashes, offsets, lines
         order = np.lexsort((ln, h))  # by hash, then by line: the first of an id's lines comes first
         self._hashes, self._offsets, self._lines = h[order], off[order], ln[order]
