@@ -2,8 +2,8 @@
 in the middle of a large run and its resume, and the prefix reuse that windows keep.
 
     PYTHONPATH=src python bench/stream.py memory --max-pairs 1000000    # 10^3 ... 10^6, and the plot
-    PYTHONPATH=src python bench/stream.py memory --sizes 10000000 --out bench/results/stream_memory_1e7.json \
-        --plot /dev/null                                                # 10^7 alone: about an hour
+    PYTHONPATH=src python bench/stream.py memory --sizes 10000000 --no-store \
+        --out bench/results/stream_memory_1e7.json --plot /dev/null   # 10^7, no store: about 20 minutes
     PYTHONPATH=src python bench/stream.py kill --pairs 1000000          # SIGKILL at half, resume
     PYTHONPATH=src python bench/stream.py prefix                        # DL19's pool, windows vs one sort
 
@@ -30,6 +30,7 @@ takes follows these tokens (1.08x the limit they set, docs/benchmarks.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -108,13 +109,16 @@ def stream_case(spec: dict[str, Any]) -> dict[str, Any]:
         window_rss.append(rss_mb())
 
     c2, t2 = time.process_time(), time.perf_counter()
-    with CallStore(store_path) as store, RunFiles(folder / "out.qrels", folder / "out.qrels.details.jsonl") as files:
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(CallStore(store_path)) if spec.get("store", True) else None
+        files = stack.enter_context(RunFiles(folder / "out.qrels", folder / "out.qrels.details.jsonl"))
         totals = judge_stream([judge], source, queries, corpus, write, store, window=spec["window"])
         files.finish(totals.skipped)
     elapsed, cpu = time.perf_counter() - t2, time.process_time() - c2
     close_corpus(corpus)
     stats = totals.stats[judge.id]
     assert stats.judged == n and stats.calls_made == n, stats
+    out["store"] = spec.get("store", True)
     store_bytes = sum(f.stat().st_size for f in folder.iterdir() if f.name.startswith("calls.sqlite"))
     out.update(seconds=elapsed, pairs_per_s=n / elapsed, cpu_ms_per_pair=cpu / n * 1000, peak_rss_mb=peak_mb(),
                rss_end_mb=rss_mb(), windows=totals.windows, window_rss_max_mb=max(window_rss),
@@ -157,7 +161,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- parts
-def memory_part(max_pairs: int, window: int, sizes: list[int] | None = None) -> dict[str, Any]:
+def memory_part(max_pairs: int, window: int, sizes: list[int] | None = None, store: bool = True) -> dict[str, Any]:
     rows = []
     for n in sizes or [10**k for k in range(3, 9) if 10**k <= max_pairs]:
         folder = Path(tempfile.mkdtemp(prefix="jb-stream-"))
@@ -165,7 +169,7 @@ def memory_part(max_pairs: int, window: int, sizes: list[int] | None = None) -> 
             t0 = time.perf_counter()
             write_inputs(folder, n)
             written = time.perf_counter() - t0
-            row = run_case({"kind": "stream", "pairs": n, "window": window, "folder": str(folder)})
+            row = run_case({"kind": "stream", "pairs": n, "window": window, "folder": str(folder), "store": store})
             row["inputs_written_s"] = written
             rows.append(row)
         finally:
@@ -279,6 +283,7 @@ def main() -> None:
     mem.add_argument("--max-pairs", type=int, default=100_000)
     mem.add_argument("--window", type=int, default=10_000)
     mem.add_argument("--sizes", type=int, nargs="+", help="these pair counts instead of 10^3 ... --max-pairs")
+    mem.add_argument("--no-store", action="store_true", help="judge without a store (the outputs are still written)")
     mem.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "stream_memory.json")
     mem.add_argument("--plot", type=Path, default=ROOT / "bench" / "results" / "stream_memory.svg")
     kill = sub.add_parser("kill")
@@ -298,7 +303,7 @@ def main() -> None:
                            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(),
                            "load_before": os.getloadavg()}
     if args.cmd == "memory":
-        res.update(memory_part(args.max_pairs, args.window, args.sizes))
+        res.update(memory_part(args.max_pairs, args.window, args.sizes, not args.no_store))
         before_file = ROOT / "bench" / "results" / "driver.json"
         before = json.loads(before_file.read_text()).get("memory", []) if before_file.exists() else []
         args.plot.parent.mkdir(parents=True, exist_ok=True)
