@@ -4,6 +4,7 @@ in the middle of a large run and its resume, and the prefix reuse that windows k
     PYTHONPATH=src python bench/stream.py memory --max-pairs 1000000    # 10^3 ... 10^6, and the plot
     PYTHONPATH=src python bench/stream.py memory --sizes 10000000 --no-store \
         --out bench/results/stream_memory_1e7.json --plot /dev/null   # 10^7, no store: about 20 minutes
+    PYTHONPATH=src python bench/stream.py plot                        # the plot, with the 10^7 point
     PYTHONPATH=src python bench/stream.py kill --pairs 1000000          # SIGKILL at half, resume
     PYTHONPATH=src python bench/stream.py prefix                        # DL19's pool, windows vs one sort
 
@@ -265,11 +266,13 @@ def prefix_part(windows: list[int], model: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- plot
-def memory_plot(rows: list[dict[str, Any]], before: list[dict[str, Any]]) -> str:
+def memory_plot(rows: list[dict[str, Any]], before: list[dict[str, Any]], more: list[dict[str, Any]] = ()) -> str:
     from driver import loglog_svg
 
     series = {"streamed judge: peak RSS": [(r["pairs"], r["peak_rss_mb"]) for r in rows],
               "streamed: passage index": [(r["pairs"], r["index_mb"]) for r in rows]}
+    if more:  # runs without a store (10^7): the driver's own memory, SQLite's page cache aside
+        series["streamed, no store: peak RSS"] = [(r["pairs"], r["peak_rss_mb"]) for r in more]
     if before:
         series["before (whole run in memory): peak RSS"] = [(r["pairs"], r["peak_rss_mb"]) for r in before]
     return loglog_svg(series, "Driver memory, instant scripted judge, with store", "pairs", "MB")
@@ -290,6 +293,10 @@ def main() -> None:
     kill.add_argument("--pairs", type=int, default=1_000_000)
     kill.add_argument("--window", type=int, default=10_000)
     kill.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "stream_kill.json")
+    plot = sub.add_parser("plot", help="redraw the memory plot from memory results, adding runs without a store")
+    plot.add_argument("--memory", type=Path, default=ROOT / "bench" / "results" / "stream_memory.json")
+    plot.add_argument("--more", type=Path, nargs="*", default=[ROOT / "bench" / "results" / "stream_memory_1e7.json"])
+    plot.add_argument("--plot", type=Path, default=ROOT / "bench" / "results" / "stream_memory.svg")
     pre = sub.add_parser("prefix")
     pre.add_argument("--windows", type=int, nargs="+", default=[10_000, 1_000, 100])
     pre.add_argument("--model", default="llamacpp:default")
@@ -298,6 +305,12 @@ def main() -> None:
     if args.cmd == "case":
         spec = json.loads(args.spec)
         print(json.dumps(CASES[spec["kind"]](spec)))
+        return
+    if args.cmd == "plot":
+        before_file = ROOT / "bench" / "results" / "driver.json"
+        before = json.loads(before_file.read_text()).get("memory", []) if before_file.exists() else []
+        more = [row for f in args.more if f.exists() for row in json.loads(f.read_text())["rows"]]
+        args.plot.write_text(memory_plot(json.loads(args.memory.read_text())["rows"], before, more))
         return
     res: dict[str, Any] = {"command": " ".join(["bench/stream.py", *sys.argv[1:]]),
                            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(),
