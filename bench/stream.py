@@ -275,7 +275,7 @@ def memory_plot(rows: list[dict[str, Any]], before: list[dict[str, Any]], more: 
         series["streamed, no store: peak RSS"] = [(r["pairs"], r["peak_rss_mb"]) for r in more]
     if before:
         series["before (whole run in memory): peak RSS"] = [(r["pairs"], r["peak_rss_mb"]) for r in before]
-    return loglog_svg(series, "Driver memory, instant scripted judge, with store", "pairs", "MB")
+    return loglog_svg(series, "Driver memory, instant scripted judge, store and outputs (10^7: no store)", "pairs", "MB")
 
 
 def main() -> None:
