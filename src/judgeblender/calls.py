@@ -93,13 +93,14 @@ def canonical_json(obj: Any) -> str:
 
 
 def call_key(identity: dict[str, Any], request: CallRequest) -> str:
-    """The store key of a call: sha256 of the model's identity and everything in the request."""
-    return sha256_text(canonical_json({"identity": identity, "request": request.key_fields()}))
+    """The store key of a call: sha256 of the canonical JSON of {"identity": the model's
+    identity, "request": everything in the request}."""
+    return call_keys(identity)(request)
 
 
 def call_keys(identity: dict[str, Any]) -> Callable[[CallRequest], str]:
-    """`call_key` for many requests to one model: the identity's JSON made once. The text hashed
-    is the same, character for character: canonical JSON of {"identity", "request"} is the two
-    values' canonical JSON in that order (sorted keys, no spaces)."""
+    """`call_key` for many requests to one model, the identity's JSON made once: canonical JSON
+    of {"identity", "request"} is the two values' canonical JSON in that order (sorted keys, no
+    spaces), so the text is built from the two parts."""
     head = '{"identity":' + canonical_json(identity) + ',"request":'
     return lambda request: sha256_text(head + canonical_json(request.key_fields()) + "}")

@@ -164,9 +164,10 @@ def stream_panel(panel: Panel, pairs: Iterable[Pair], queries: Mapping[str, str]
     blender = panel.blender()
     info = blend_info(panel)
     flagged: dict[Pair, list] = {}
-    tally: list[BlendTally] = []
+    tally: BlendTally | None = None
 
     def blend_window(run: JudgeRun, texts: dict[str, str]) -> None:
+        nonlocal tally
         labels: dict[Pair, int | None] = {}
         extra: dict[Pair, dict[str, Any]] = {}
         if run.pairs:
@@ -174,10 +175,10 @@ def stream_panel(panel: Panel, pairs: Iterable[Pair], queries: Mapping[str, str]
             labels = result.by_pair()
             extra = {pair: {"blend_reason": dec.reason, "tied": list(dec.tied) if dec.tied else None}
                      for pair, dec in zip(result.table.pairs, result.decisions)}
-            if tally:
-                tally[0].add(result)
+            if tally is None:
+                tally = BlendTally.of(result)
             else:
-                tally.append(BlendTally.of(result))
+                tally.add(result)
         found = flag_pairs(run.pairs, queries, texts)  # reported only: labels stay as judged
         for p, f in found.items():
             extra[p]["injection"] = [str(x) for x in f]
@@ -189,4 +190,4 @@ def stream_panel(panel: Panel, pairs: Iterable[Pair], queries: Mapping[str, str]
     finally:
         for judge in judges:
             getattr(judge, "close", lambda: None)()
-    return PanelTotals(panel, totals, tally[0] if tally else None, flagged, batch_queue, info)
+    return PanelTotals(panel, totals, tally, flagged, batch_queue, info)

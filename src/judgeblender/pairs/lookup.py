@@ -7,14 +7,16 @@ The engine asks for a window's passages in one `get_many` call (judges/engine.py
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterable, Mapping
 
 
 class LookupById(Mapping[str, str]):
     """A Mapping whose lookups go through `get_many` (ids absent from the source are left out)."""
 
+    @abstractmethod
     def get_many(self, ids: Iterable[str]) -> dict[str, str]:
-        raise NotImplementedError
+        """{id: text} for the given ids the source holds."""
 
     def __getitem__(self, docid: str) -> str:
         found = self.get_many([docid])

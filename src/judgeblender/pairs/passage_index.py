@@ -112,7 +112,7 @@ class PassageIndex(LookupById):
         same = np.flatnonzero(self._hashes[1:] == self._hashes[:-1]) + 1
         if not len(same):
             return
-        drop: list[int] = []
+        drop: set[int] = set()
         repeated: list[int] = []
         for k in same:
             first = int(np.searchsorted(self._hashes, self._hashes[k], "left"))
@@ -128,10 +128,10 @@ class PassageIndex(LookupById):
                 elif docid not in self._errors or self._errors[docid][0] > lineno:
                     self._errors[docid] = (lineno, f"one text per doc id ({docid} appeared at line {other_line} "
                                            "with other text)", line)
-                drop.append(int(k))
+                drop.add(int(k))
                 break
         keep = np.ones(len(self._hashes), dtype=bool)
-        keep[drop] = False
+        keep[list(drop)] = False
         self._hashes, self._offsets, self._lines = self._hashes[keep], self._offsets[keep], self._lines[keep]
         report_repair(self.path, "repeated identical passages kept once", sorted(repeated))
 
