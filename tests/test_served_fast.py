@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai_server import OpenAITestServer
 
 from judgeblender.calls import CallRequest, CallResult, Message, call_key
@@ -118,12 +120,21 @@ def test_a_placeholder_without_a_value_is_an_error_naming_it():
     (" \t\n\x1c\x1f\x0b ", "blank"),  # ASCII white space, control separators included
     ("", "blank"),
     ("\u200b \ufeff\u2060", "blank"),  # invisible characters only
+    (" \u200b\u00a0\u200c ", "blank"),  # white space (non-ASCII too) around invisible characters
+    ("\u200b\u200cx\u00e9", None),  # invisible characters first, then a visible one
     ("caf\u00e9", None),
     ("\u00a0\u3000x", None),
     ("text \ud800 with a lone surrogate", "not Unicode text (a lone surrogate)"),
 ])
 def test_a_text_is_checked_the_same_whether_or_not_it_is_ascii(value, problem):
     assert text_problem(value) == problem
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(" \t\n\u00a0\u3000\u200b\u200c\u200d\u2060\ufeffa\u00e9"), max_size=8))
+def test_a_text_is_blank_exactly_when_only_white_space_and_invisible_characters_are_in_it(value):
+    blank = all(c.isspace() or c in "\u200b\u200c\u200d\u2060\ufeff" for c in value)
+    assert (text_problem(value) == "blank") == blank
 
 
 def test_a_served_run_with_a_store_keeps_every_prompt_it_sent_and_asks_nothing_twice(tiny, tmp_path):

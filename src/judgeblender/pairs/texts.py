@@ -25,7 +25,8 @@ def is_missing(value: Any) -> bool:
 
 # Characters that show nothing and that str.isspace() does not count: zero-width space, non-joiner
 # and joiner, word joiner, the byte-order mark. A text of only these (and white space) is blank.
-_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+_INVISIBLE_CHARS = "\u200b\u200c\u200d\u2060\ufeff"
+_INVISIBLE = dict.fromkeys(map(ord, _INVISIBLE_CHARS))
 
 
 def text_problem(value: Any) -> str | None:
@@ -34,7 +35,10 @@ def text_problem(value: Any) -> str | None:
     if isinstance(value, str):
         if value.isascii():  # the usual case, checked fast: no invisible characters, no surrogates
             return None if value.strip() else "blank"
-        if not value.translate(_INVISIBLE).strip():
+        stripped = value.strip()
+        # blank: nothing but white space and invisible characters. A first visible character
+        # settles it without rewriting the text (translate cost 25 us on a DL19 passage)
+        if not stripped or (stripped[0] in _INVISIBLE_CHARS and not stripped.translate(_INVISIBLE).strip()):
             return "blank"
         # a lone surrogate (from a JSON \u escape) is text no UTF-8 writer or tokenizer can take
         return "not Unicode text (a lone surrogate)" if SURROGATE.search(value) else None
