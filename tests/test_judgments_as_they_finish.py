@@ -11,6 +11,7 @@ import pytest
 from openai_server import OpenAITestServer
 
 from judgeblender.judges import Judge, JudgeSpec, judge_pairs
+from judgeblender.judges.engine import FLUSH_EVERY_S
 from judgeblender.pairs import Pair, read_corpus, read_queries
 from judgeblender.store import CallStore
 
@@ -53,7 +54,9 @@ def test_finished_pairs_are_in_the_store_while_the_last_call_is_still_to_be_made
     pairs = [Pair(f"q{i}", f"d{i}") for i in range(n)]
     path = tmp_path / "calls.sqlite"
     seen_at_each_call: list[int] = []
-    with OpenAITestServer({}, default_answer="##final score: 2") as server, CallStore(path) as store:
+    # answers 50 ms apart, more than the engine's FLUSH_EVERY_S between commits nobody waits on
+    assert FLUSH_EVERY_S < 0.05
+    with OpenAITestServer({}, default_answer="##final score: 2", delay_s=0.05) as server, CallStore(path) as store:
         judge = judge_for(server, concurrency=1)
         ask = judge.backend.aexecute
 

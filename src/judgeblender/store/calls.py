@@ -92,6 +92,10 @@ class StoredCall:
     parsed: dict[str, Any] | None
 
 
+_CALLS_INSERT = "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_JUDGMENTS_INSERT = "INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)"
+
+
 class CallStore:
     """Thread-safe access to one store file (one connection, serialised by a lock)."""
 
@@ -217,10 +221,11 @@ class CallStore:
         """Record one finished call; committed before this returns."""
         self.put_many([(key, backend, identity, request, result, parsed)])
 
-    def put_many(self, calls: list[tuple[str, str, dict[str, Any], CallRequest, CallResult, dict[str, Any] | None]]
-                 ) -> None:
+    def put_many(self, calls: list[tuple[str, str, dict[str, Any], CallRequest, CallResult, dict[str, Any] | None]],
+                 judgments: tuple[str, Iterable[tuple[str, str, dict[str, Any]]]] | None = None) -> None:
         """Record finished calls (key, backend, identity, request, result, parsed) in one
-        transaction; committed before this returns."""
+        transaction, with `judgments` (judge id, records as put_judgments takes them) in the same
+        one when given; committed before this returns."""
         now = unix_now()  # one transaction, one time
 
         def rows() -> list[tuple]:
@@ -241,16 +246,20 @@ class CallStore:
                     canonical_json(result.extra) if result.extra else None, identity_json=ident))
             return out
 
-        self.new_calls += self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        also = None if judgments is None else (_JUDGMENTS_INSERT, lambda: self._judgment_rows(*judgments, now))
+        self.new_calls += self._write(_CALLS_INSERT, rows, also)
 
-    def _write(self, statement: str, make_rows: Callable[[], list[tuple]]) -> int:
-        """Rows made and written in one transaction (their texts too), committed before this
-        returns; how many."""
+    def _write(self, statement: str, make_rows: Callable[[], list[tuple]],
+               also: tuple[str, Callable[[], list[tuple]]] | None = None) -> int:
+        """Rows made and written in one transaction (their texts too), and `also`'s after them,
+        committed before this returns; how many of the first."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 rows = make_rows()
                 self._db.executemany(statement, rows)
+                if also is not None:
+                    self._db.executemany(also[0], also[1]())
             except sqlite3.OperationalError as exc:  # disk full, read-only: say which file
                 self.rollback()
                 raise JudgeblenderError(f"{self.path}: cannot write to the store ({exc})") from None
@@ -313,9 +322,11 @@ class CallStore:
         """Record a judge's judgments in one transaction (they are derived from stored calls, so
         a crash before the commit loses nothing a re-run cannot rebuild without a call)."""
         now = unix_now()
-        self._write("INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)",
-                    lambda: [self._texts.encode_judgment(judge_id, qid, docid, record, now)
-                             for qid, docid, record in records])
+        self._write(_JUDGMENTS_INSERT, lambda: self._judgment_rows(judge_id, records, now))
+
+    def _judgment_rows(self, judge_id: str, records: Iterable[tuple[str, str, dict[str, Any]]],
+                       now: float) -> list[tuple]:
+        return [self._texts.encode_judgment(judge_id, qid, docid, record, now) for qid, docid, record in records]
 
     def judgments(self, judge_id: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT judge, qid, docid, label, probs, expected, invalid_reason, details FROM judgments"
