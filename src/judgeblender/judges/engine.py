@@ -405,6 +405,8 @@ async def _run_calls(
     try:
         await asyncio.gather(*(worker() for _ in range(min(max(1, judge.backend.max_concurrency), len(order)))))
     finally:
+        if writer is not None:
+            writer.commit_now()  # stopped (Ctrl+C, SIGTERM, an error): the answers received are kept
         reporter.end_wave()
     if no_logprobs:
         raise no_logprobs[0]
@@ -458,6 +460,17 @@ class _GroupCommit:
         """Queue a finished judgment (of this writer's judge) for the next commit."""
         self._schedule()
         self.judgments.append((qid, docid, record))
+
+    def commit_now(self) -> None:
+        """Commit what is queued, here and now (a run that stops keeps every answer it received);
+        a store that fails then is left to the resume, which asks those calls again."""
+        if self.scheduled is None:
+            return
+        self.scheduled.cancel()
+        try:
+            self._flush()
+        except Exception:  # noqa: BLE001 - the run is already ending with its own error
+            pass
 
     async def put(self, row: tuple) -> None:
         future = self.submit(row)
