@@ -85,6 +85,26 @@ class StoreAccess:
         return False
 
 
+_PARSED: dict[tuple, str] = {}  # a label's parsed JSON, by (value's type, value, reason): they repeat
+_PARSED_KEPT = 4096
+
+
+def _parsed_json(parsed: dict[str, Any] | None) -> str | None:
+    """canonical_json(parsed), made once per distinct label and reason (a text answer's is made each time)."""
+    if parsed is None:
+        return None
+    value, reason = parsed.get("value"), parsed.get("invalid_reason")
+    if len(parsed) != 2 or "value" not in parsed or "invalid_reason" not in parsed \
+            or not (value is None or type(value) is int) or not (reason is None or type(reason) is str):
+        return canonical_json(parsed)
+    text = _PARSED.get((value, reason))
+    if text is None:
+        text = canonical_json(parsed)
+        if len(_PARSED) < _PARSED_KEPT:
+            _PARSED[value, reason] = text
+    return text
+
+
 @dataclass
 class StoredCall:
     key: str
@@ -227,21 +247,27 @@ class CallStore:
             out = []
             identities: dict[int, str] = {}  # a batch's calls share their identity dict: one JSON each
             for key, backend, identity, request, result, parsed in calls:
-                req = request.key_fields()
-                if self.redact_passages:
-                    req["messages"] = [[role, "[redacted]"] for role, _ in req["messages"]]
                 ident = identities.get(id(identity))
                 if ident is None:
                     ident = identities[id(identity)] = canonical_json(identity)
-                out.append(self._texts.encode_call(
-                    key, backend, identity, req, result.text,
-                    canonical_json(parsed) if parsed is not None else None,
-                    canonical_json(result.probs) if result.probs is not None else None,
-                    result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, now,
-                    canonical_json(result.extra) if result.extra else None, identity_json=ident))
+                out.append(self._texts.encode_result(key, backend, ident, request, result, _parsed_json(parsed), now,
+                                                     redact=self.redact_passages))
             return out
 
         self.new_calls += self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    def row_hint(self, request: CallRequest, identity_id: int) -> tuple[int | None, int | None] | None:
+        """What a Ray worker needs to make this call's row parts (Texts.row_hint: the dictionary
+        ids this store will choose, where it knows them), or None: a store that redacts passages
+        stores no prompt a worker could make. `identity_id` is text_id of the identity's JSON."""
+        if self.redact_passages:
+            return None
+        return self._texts.row_hint(request, identity_id)
+
+    def dictionary_bytes(self, dictionary: int) -> bytes:
+        """A dictionary's bytes (a text of this store), for the Ray workers that compress against it."""
+        with self._lock:
+            return self._texts.dictionary_bytes(dictionary)
 
     def _write(self, statement: str, make_rows: Callable[[], list[tuple]]) -> int:
         """Rows made and written in one transaction (their texts too), committed before this
