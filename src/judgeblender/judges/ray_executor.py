@@ -27,6 +27,12 @@ waits for its answer, which the engine commits to the store before it counts.
   workers; with none left, every call still to make fails (exit status 3, answers kept).
 - The driver keeps its own SIGTERM handler (Ray's would exit 1 or 15, without the resume line)
   and raylets' messages go to stderr, off `--json`'s stdout.
+- With a store, the worker that gets an answer also makes the costly parts of its store row
+  (`store.compact.row_parts`: the messages and the answer's metadata compressed against the
+  store's dictionaries, each sent to a worker with the first call that needs it; the
+  probabilities' JSON), so the driver, whose CPU bounds how many calls one driver feeds, checks
+  and inserts ready rows. The store checks each part against its own choice of dictionary and
+  makes any that differs itself: the rows are what the driver would have made, byte for byte.
 - Every answer carries the worker that gave it (`extra["worker"]`: Ray node id and pid); it is
   stored with the call and shown in the judgment's details (`workers`).
 - Resources per worker come from the judge's options: `ray_cpus` (default: `n_threads`, else 1,
@@ -525,6 +531,8 @@ class RayBackend(Backend):
             return None
         dictionary, extra = hint
         sent = self._sent[slot]
+        if (dictionary is None or dictionary in sent) and (extra is None or extra in sent):
+            return dictionary, None, extra, None  # nearly every call: the worker has both
         out = []
         for tid in (dictionary, extra):
             zdict = None
