@@ -9,11 +9,15 @@ the driver's CPU per answered call): a real local Ray runtime (2 CPUs), the test
   the same calls stores (same keys, prompts, answers, probabilities).
 - Parts made against a dictionary the store did not choose for the row are not used: the store
   makes that row itself.
-- A store that redacts passages takes no prompt from a worker."""
+- A store that redacts passages takes no prompt from a worker.
+- The store's SQLite writes (and the encoding of judgments) run in a writer process of their
+  own (store.writer): the rows are those an in-process store writes; a writer that dies fails
+  the write with an error naming the store; Ctrl+C (SIGINT to the process group) leaves it be."""
 
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 from pathlib import Path
 
@@ -21,6 +25,7 @@ import pytest
 from openai_server import OpenAITestServer
 
 from judgeblender.calls import CallRequest, CallResult, Message, canonical_json
+from judgeblender.errors import JudgeblenderError
 from judgeblender.judges import JudgeSpec, judge_pairs
 from judgeblender.pairs import Pair
 from judgeblender.store import CallStore
@@ -108,6 +113,10 @@ def test_the_workers_make_the_rows_and_the_store_holds_what_the_driver_would_hav
 
     queries, corpus, pairs = inputs(120)
     packs = driver_packs(monkeypatch)
+    encoded: list[int] = []  # judgments the driver encodes itself
+    real_encode = compact.Texts.encode_judgment
+    monkeypatch.setattr(compact.Texts, "encode_judgment",
+                        lambda self, *a: encoded.append(1) or real_encode(self, *a))
     with OpenAITestServer("##final score: 2" if mode == "generate" else "2", top_logprobs=[("2", -0.1), ("1", -2.5)],
                           max_requests=1000) as server:
         judge = ray_judge(spec(server, mode), workers=2)
@@ -116,19 +125,25 @@ def test_the_workers_make_the_rows_and_the_store_holds_what_the_driver_would_hav
                 run = judge_pairs([judge], pairs, queries, corpus, store=store)
         finally:
             judge.close()
-        driver_made = len(packs)
+        driver_made, driver_encoded = len(packs), len(encoded)
         local = judge_pairs([JudgeSpec(model="openai:test-model", mode=mode, options=spec(server).options)],
                             pairs, queries, corpus, store=CallStore(tmp_path / "local.sqlite"))
     assert run.stats[judge.id].calls_made == 120 and run.stats[judge.id].judged == 120
     # two compressions (messages, metadata) per row the driver makes: only the calls sent before
     # the first answer of their shape was stored (at most the 8 in flight, and a few more)
     assert driver_made <= 2 * 16, driver_made
+    assert driver_encoded == 0  # the writer process encodes the judgments
     stored = rows(tmp_path / "ray.sqlite")
     assert len(stored) == 120
     assert stored == remade(tmp_path / "ray.sqlite")  # byte for byte what the store makes itself
     with CallStore(tmp_path / "ray.sqlite") as a, CallStore(tmp_path / "local.sqlite") as b:
         ray_calls = {c["key"]: c for c in a.iter_calls()}
         local_calls = {c["key"]: c for c in b.iter_calls()}
+        ray_judgments, local_judgments = a.judgments(), b.judgments()
+    assert len(ray_judgments) == 120
+    for r in ray_judgments:  # as a local run stores them, but for the workers that answered
+        assert [w["step"] for w in r.pop("workers")] == ["grade"]
+    assert ray_judgments == local_judgments
     assert ray_calls.keys() == local_calls.keys()
     for key, c in ray_calls.items():
         l = local_calls[key]
@@ -185,3 +200,66 @@ def test_a_store_that_redacts_passages_takes_no_prompt_from_the_workers(cluster,
     assert len(calls) == 40
     assert all(c["request"]["messages"] == [["user", "[redacted]"]] for c in calls)
     assert not any("passage number" in str(r) for r in rows(tmp_path / "r.sqlite"))
+
+
+def calls_and_judgments(n: int) -> tuple[list[tuple], list[tuple]]:
+    """n answered calls (two shapes, metadata, probabilities on some) and their judgments."""
+    identity = {"backend": "openai", "model": "m", "revision": None}
+    calls, judgments = [], []
+    for i in range(n):
+        role_text = [Message("system", "You judge passages.")] if i % 2 else []
+        request = CallRequest((*role_text, Message("user", f"Query {i}: which passage answers it? passage {i}")),
+                              mode="logprobs" if i % 3 == 0 else "generate", max_tokens=1 if i % 3 == 0 else 100)
+        probs = {"0": 0.1, "1": 0.2, "2": 0.6, "3": 0.1} if i % 3 == 0 else None
+        result = CallResult("2", probs=probs, choice_mass=0.9 if probs else None, tokens_in=40, tokens_out=1,
+                            extra={"finish_reason": "stop", "response_id": f"id{i}"})
+        calls.append((f"key{i:04d}", "openai", identity, request, result, {"value": 2, "invalid_reason": None}))
+        judgments.append((f"q{i}", f"d{i}", {"label": 2, "probs": probs, "expected": 1.9 if probs else None,
+                                             "invalid_reason": None, "raw_output": "2", "steps": [{"raw": "2"}]}))
+    return calls, judgments
+
+
+def table(path: Path, name: str, leave_out: str) -> list[tuple]:
+    with sqlite3.connect(path) as db:
+        cols = [r[1] for r in db.execute(f"PRAGMA table_info({name})") if r[1] != leave_out]
+        return sorted(db.execute(f"SELECT {', '.join(cols)} FROM {name}").fetchall())
+
+
+def test_a_store_written_through_its_writer_process_holds_the_rows_an_in_process_store_holds(tmp_path):
+    calls, judgments = calls_and_judgments(30)
+    for name, child in (("here.sqlite", False), ("child.sqlite", True)):
+        with CallStore(tmp_path / name) as store:
+            if child:
+                store.write_in_child()
+                assert store._writer is not None and store._writer.proc.pid != os.getpid()
+            for start in range(0, 30, 7):
+                store.put_many(calls[start:start + 7])
+            store.put_judgments("openai:m/umbrela/logprobs", judgments)
+            assert store.count_calls() == 30 and len(store.judgments()) == 30  # read back at once
+    for name, when in (("calls", "created_at"), ("judgments", "updated_at"), ("texts", ""), ("shapes", "")):
+        assert table(tmp_path / "here.sqlite", name, when) == table(tmp_path / "child.sqlite", name, when), name
+
+
+def test_a_writer_process_that_dies_fails_the_next_write_with_an_error_naming_the_store(tmp_path):
+    calls, _ = calls_and_judgments(2)
+    path = tmp_path / "s.sqlite"
+    with CallStore(path) as store:
+        store.write_in_child()
+        store.put_many(calls[:1])
+        store._writer.proc.send_signal(signal.SIGKILL)
+        store._writer.proc.wait()
+        with pytest.raises(JudgeblenderError, match=f"{path}: cannot write to the store .*writer process ended"):
+            store.put_many(calls[1:])
+    with CallStore(path) as store:
+        assert [c["key"] for c in store.iter_calls()] == ["key0000"]  # what was committed stays
+
+
+def test_ctrl_c_reaching_the_writer_process_leaves_it_writing(tmp_path):
+    calls, _ = calls_and_judgments(2)
+    with CallStore(tmp_path / "s.sqlite") as store:
+        store.write_in_child()
+        store.put_many(calls[:1])
+        store._writer.proc.send_signal(signal.SIGINT)  # what Ctrl+C sends the whole process group
+        store._writer.proc.send_signal(signal.SIGTERM)
+        store.put_many(calls[1:])
+        assert store._writer.proc.poll() is None and store.count_calls() == 2

@@ -518,6 +518,8 @@ class RayBackend(Backend):
         run's event loop; a later run (another loop) sends no hints until it says its own store."""
         self._rows = None if store is None else (store, text_id(canonical_json(self._identity)),
                                                  asyncio.get_running_loop())
+        if store is not None:  # and its SQLite work leaves the driver too
+            store.write_in_child()
 
     def _hint(self, slot: int, request: CallRequest) -> Any:
         """What the worker in `slot` needs to make this call's row parts: the ids of the store's

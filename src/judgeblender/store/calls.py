@@ -24,8 +24,9 @@ from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import JudgeblenderError
 from ..fileio import atomic_write_text
 from ..hashing import sha256_file
-from .compact import Texts, iso, text_id, unix_now
+from .compact import JUDGMENTS_INSERT, Texts, iso, text_id, unix_now
 from .migrations import COMPACT_VERSION, MIGRATIONS
+from .writer import JUDGMENTS, StoreWriter
 
 
 def _now() -> str:
@@ -143,6 +144,7 @@ class CallStore:
             raise
         self.new_calls = 0
         self.cache_hits = 0
+        self._writer: StoreWriter | None = None  # write_in_child
 
     def _wal_mode(self, wait_s: float = 60.0) -> str:
         """Switch to the WAL journal. Two processes creating one store at the same moment race for
@@ -269,21 +271,40 @@ class CallStore:
         with self._lock:
             return self._texts.dictionary_bytes(dictionary)
 
-    def _write(self, statement: str, make_rows: Callable[[], list[tuple]]) -> int:
+    def write_in_child(self) -> None:
+        """From now on, rows go to the store through a process of its own (store.writer): the
+        SQLite work leaves this process, whose CPU bounds a Ray driver. Reads stay here."""
+        if self._writer is None:
+            self._writer = StoreWriter(self.path)
+
+    def _write(self, statement: str, make_rows: Callable[[], list[tuple]], child: tuple | None = None) -> int:
         """Rows made and written in one transaction (their texts too), committed before this
-        returns; how many."""
+        returns; how many. `child`: what to send a writer process instead, where there is one."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            writer = self._writer
+            if writer is None:
+                self._db.execute("BEGIN IMMEDIATE")
+            else:  # the texts' inserts go with the rows, in the writer's one transaction
+                self._texts.deferred = []
             try:
-                rows = make_rows()
-                self._db.executemany(statement, rows)
+                if writer is None:
+                    rows = make_rows()
+                    self._db.executemany(statement, rows)
+                elif child is not None:
+                    writer.write([child])
+                    rows = child[2]
+                else:
+                    rows = make_rows()
+                    writer.write([*((s, [r]) for s, r in self._texts.deferred or ()), (statement, rows)])
+                self._texts.deferred = None
             except sqlite3.OperationalError as exc:  # disk full, read-only: say which file
                 self.rollback()
                 raise JudgeblenderError(f"{self.path}: cannot write to the store ({exc})") from None
             except BaseException:
                 self.rollback()
                 raise
-            self._db.execute("COMMIT")
+            if writer is None:
+                self._db.execute("COMMIT")
         return len(rows)
 
     def count_calls(self) -> int:
@@ -339,9 +360,10 @@ class CallStore:
         """Record a judge's judgments in one transaction (they are derived from stored calls, so
         a crash before the commit loses nothing a re-run cannot rebuild without a call)."""
         now = unix_now()
-        self._write("INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)",
-                    lambda: [self._texts.encode_judgment(judge_id, qid, docid, record, now)
-                             for qid, docid, record in records])
+        records = list(records)
+        self._write(JUDGMENTS_INSERT, lambda: [self._texts.encode_judgment(judge_id, qid, docid, record, now)
+                                               for qid, docid, record in records],
+                    child=(JUDGMENTS, judge_id, records, now))
 
     def judgments(self, judge_id: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT judge, qid, docid, label, probs, expected, invalid_reason, details FROM judgments"
@@ -385,6 +407,9 @@ class CallStore:
 
     def close(self) -> None:
         with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
             self._db.close()
 
     def __enter__(self) -> "CallStore":

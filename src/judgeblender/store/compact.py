@@ -118,6 +118,7 @@ def unpack_details(blob: bytes, probs: str | None = None) -> dict[str, Any]:
 
 
 JUDGMENT_COLUMNS = ("label", "probs", "expected", "invalid_reason")
+JUDGMENTS_INSERT = "INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)"
 
 
 def _pack(text: str, zdict: bytes) -> bytes:
@@ -179,6 +180,14 @@ class Texts:
         self._shapes_per_settings: dict[int, int] = {}
         self._first_dict: dict[int, int] = {}
         self._settings: dict[tuple, int] = {}  # CallRequest.settings_key() -> settings id
+        # inserts kept for another connection to run in its transaction (store.writer), or None: run here
+        self.deferred: list[tuple[str, tuple]] | None = None
+
+    def _insert(self, statement: str, row: tuple) -> None:
+        if self.deferred is None:
+            self.db.execute(statement, row)
+        else:
+            self.deferred.append((statement, row))
 
     def put(self, text: str) -> int:
         tid = self._ids.get(text)
@@ -186,7 +195,7 @@ class Texts:
             return tid
         tid = text_id(text)
         if tid not in self._known:
-            self.db.execute("INSERT OR IGNORE INTO texts VALUES (?, ?)", (tid, text))
+            self._insert("INSERT OR IGNORE INTO texts VALUES (?, ?)", (tid, text))
             self._known.add(tid)
             self._values[tid] = text
         self._ids[text] = tid
@@ -223,7 +232,7 @@ class Texts:
                 row = (self._first_dict[group],)  # a group's count only grows: this shape keeps it
             else:
                 dictionary = self.put(sample())
-                self.db.execute("INSERT OR IGNORE INTO shapes VALUES (?, ?, ?)", (shape, group, dictionary))
+                self._insert("INSERT OR IGNORE INTO shapes VALUES (?, ?, ?)", (shape, group, dictionary))
                 self._shapes_per_settings[group] += 1
                 self._first_dict.setdefault(group, dictionary)
                 row = (dictionary,)
