@@ -263,3 +263,27 @@ def test_ctrl_c_reaching_the_writer_process_leaves_it_writing(tmp_path):
         store._writer.proc.send_signal(signal.SIGTERM)
         store.put_many(calls[1:])
         assert store._writer.proc.poll() is None and store.count_calls() == 2
+
+
+def test_a_write_interrupted_while_it_waits_leaves_no_answer_for_the_next_write_to_read(tmp_path, monkeypatch):
+    """Ctrl+C while the driver waits for the writer's word: the next write must not take that
+    word (say "committed") for its own."""
+    from judgeblender.store import writer
+
+    calls, _ = calls_and_judgments(3)
+    with CallStore(tmp_path / "s.sqlite") as store:
+        store.write_in_child()
+        store.put_many(calls[:1])
+        real = writer._receive
+
+        def interrupted(fh):
+            monkeypatch.setattr(writer, "_receive", real)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(writer, "_receive", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            store.put_many(calls[1:2])
+        with pytest.raises(sqlite3.OperationalError, match="no such table"):
+            store._writer.write([("INSERT INTO no_such_table VALUES (?)", [(1,)])])
+        store.put_many(calls[2:])
+        assert {c["key"] for c in store.iter_calls()} >= {"key0000", "key0002"}

@@ -62,13 +62,17 @@ class StoreWriter:
     """The driver's end: one child process writing to the store at `path`."""
 
     def __init__(self, path: Path):
+        self.path = path
+        self.proc = self._start()
+
+    def _start(self) -> subprocess.Popen:
         import judgeblender
 
         env = dict(os.environ)
         package_root = str(Path(judgeblender.__file__).resolve().parents[1])  # the child imports this checkout
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-        self.proc = subprocess.Popen([sys.executable, "-c", "from judgeblender.store.writer import main; main()", str(path)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        return subprocess.Popen([sys.executable, "-c", "from judgeblender.store.writer import main; main()",
+                                 str(self.path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     def write(self, statements: list[tuple]) -> None:
         """Runs the statements in one transaction; returns once it is committed."""
@@ -77,6 +81,9 @@ class StoreWriter:
             reply = _receive(self.proc.stdout)  # type: ignore[arg-type]
         except (BrokenPipeError, OSError):
             reply = None
+        except BaseException:  # interrupted (Ctrl+C): this message's answer may never be read
+            self._replace()
+            raise
         if reply is None:
             raise WriterGone(f"the store's writer process ended (exit status {self.proc.poll()})")
         if reply != "ok":
@@ -84,6 +91,17 @@ class StoreWriter:
             exc = (sqlite3.OperationalError if kind == "OperationalError" else sqlite3.DatabaseError)(text)
             exc.sqlite_errorname = name  # type: ignore[attr-defined]
             raise exc
+
+    def _replace(self) -> None:
+        """A new child with a clean pipe, so no later write reads an earlier one's answer. The old
+        child finishes its transaction (committed or not: the caller counted none of its rows, and a
+        resume finds what was committed) and ends with its pipe."""
+        old, self.proc = self.proc, self._start()
+        for pipe in (old.stdin, old.stdout):
+            try:
+                pipe.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
 
     def close(self) -> None:
         try:
