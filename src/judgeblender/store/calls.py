@@ -24,7 +24,7 @@ from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import JudgeblenderError
 from ..fileio import atomic_write_text
 from ..hashing import sha256_file
-from .compact import JUDGMENTS_INSERT, Texts, iso, text_id, unix_now
+from .compact import CALLS_INSERT, JUDGMENTS_INSERT, Texts, iso, text_id, unix_now
 from .migrations import COMPACT_VERSION, MIGRATIONS
 from .writer import JUDGMENTS, StoreWriter
 
@@ -256,7 +256,7 @@ class CallStore:
                                                      redact=self.redact_passages))
             return out
 
-        self.new_calls += self._write("INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        self.new_calls += self._write(CALLS_INSERT, rows)
 
     def row_hint(self, request: CallRequest, identity_id: int) -> tuple[int | None, int | None] | None:
         """What a Ray worker needs to make this call's row parts (Texts.row_hint: the dictionary
@@ -277,9 +277,12 @@ class CallStore:
         if self._writer is None:
             self._writer = StoreWriter(self.path)
 
-    def _write(self, statement: str, make_rows: Callable[[], list[tuple]], child: tuple | None = None) -> int:
-        """Rows made and written in one transaction (their texts too), committed before this
-        returns; how many. `child`: what to send a writer process instead, where there is one."""
+    def _write(self, statement: str, make_rows: Callable[[], list[tuple]],
+               judgments: tuple[str, Iterable[tuple[str, str, dict[str, Any]]], float] | None = None) -> int:
+        """Rows made and written in one transaction (their texts too), and `judgments` (judge id,
+        records as put_judgments takes them, time) after them, committed before this returns; how
+        many rows. With a writer process (write_in_child), the rows go to it with the texts they
+        added, and the judgments as records, encoded there."""
         with self._lock:
             writer = self._writer
             if writer is None:
@@ -287,15 +290,17 @@ class CallStore:
             else:  # the texts' inserts go with the rows, in the writer's one transaction
                 self._texts.deferred = []
             try:
+                rows = make_rows()
                 if writer is None:
-                    rows = make_rows()
                     self._db.executemany(statement, rows)
-                elif child is not None:
-                    writer.write([child])
-                    rows = child[2]
+                    if judgments is not None:
+                        self._db.executemany(JUDGMENTS_INSERT, self._judgment_rows(*judgments))
                 else:
-                    rows = make_rows()
-                    writer.write([*((s, [r]) for s, r in self._texts.deferred or ()), (statement, rows)])
+                    message: list[tuple] = [*((s, [r]) for s, r in self._texts.deferred or ()), (statement, rows)]
+                    if judgments is not None:
+                        judge_id, records, now = judgments
+                        message.append((JUDGMENTS, judge_id, list(records), now))
+                    writer.write(message)
                 self._texts.deferred = None
             except sqlite3.OperationalError as exc:  # disk full, read-only: say which file
                 self.rollback()
@@ -359,11 +364,11 @@ class CallStore:
     def put_judgments(self, judge_id: str, records: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
         """Record a judge's judgments in one transaction (they are derived from stored calls, so
         a crash before the commit loses nothing a re-run cannot rebuild without a call)."""
-        now = unix_now()
-        records = list(records)
-        self._write(JUDGMENTS_INSERT, lambda: [self._texts.encode_judgment(judge_id, qid, docid, record, now)
-                                               for qid, docid, record in records],
-                    child=(JUDGMENTS, judge_id, records, now))
+        self._write(CALLS_INSERT, list, judgments=(judge_id, records, unix_now()))
+
+    def _judgment_rows(self, judge_id: str, records: Iterable[tuple[str, str, dict[str, Any]]],
+                       now: float) -> list[tuple]:
+        return [self._texts.encode_judgment(judge_id, qid, docid, record, now) for qid, docid, record in records]
 
     def judgments(self, judge_id: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT judge, qid, docid, label, probs, expected, invalid_reason, details FROM judgments"

@@ -118,6 +118,7 @@ def unpack_details(blob: bytes, probs: str | None = None) -> dict[str, Any]:
 
 
 JUDGMENT_COLUMNS = ("label", "probs", "expected", "invalid_reason")
+CALLS_INSERT = "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 JUDGMENTS_INSERT = "INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)"
 
 
