@@ -4,7 +4,8 @@ A call's key (`judgeblender.calls.call_key`) is the sha256 of the backend, the m
 and revision), the rendered messages and every decoding setting. Each finished call
 is committed at once (WAL journal), so a killed run loses only its in-flight calls and a
 re-run finds the rest here instead of calling the model again. API keys are never part of a
-request or identity, so they never reach this file.
+request or identity, so they never reach this file. Under Ray the writes run in a process of
+their own (`write_in_child`, store/writer.py), off the driver's CPU; reads stay here.
 """
 
 from __future__ import annotations

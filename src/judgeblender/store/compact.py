@@ -19,7 +19,11 @@ Here:
 - a judgment's details (its steps, raw answers and cuts) are zlib-compressed against a fixed
   dictionary of the record's key names; label, probabilities, expected value and invalid reason
   stay columns, for SQL and for `store merge`'s conflict checks;
-- times are Unix seconds (REAL), shown as ISO 8601 in exports.
+- times are Unix seconds (REAL), shown as ISO 8601 in exports;
+- under Ray, the worker that got an answer makes its row's costly parts (`row_parts`: the
+  messages and metadata compressed against the dictionaries this store chose, sent to it by the
+  driver; the probabilities' JSON), and the store uses each part only where its dictionary is
+  the one it chooses for the row (`Texts.encode_result`), so the row is the same byte for byte.
 
 Blobs start with a format byte, so a later layout can be added without reading old ones wrong.
 Nothing here is lossy: `decode_*` gives back what `encode_*` was given (tests check this on
