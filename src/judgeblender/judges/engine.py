@@ -314,6 +314,9 @@ async def _run_calls(
     # Sorting by prompt text puts prompts with long common prefixes next to each other.
     order = sorted(range(len(requests)), key=lambda i: [m.content for m in requests[i][2].messages])
     key_of = call_keys(identity) if store else None
+    store_rows = getattr(judge.backend, "store_rows", None)
+    if store_rows is not None:  # a Ray backend: its workers make the costly parts of each answer's row
+        store_rows(store)
 
     def lookups() -> Iterator[tuple[int, str, StoredCall | None]]:
         """The requests in prompt order, each with its key and stored answer, looked up

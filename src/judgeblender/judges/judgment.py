@@ -20,6 +20,9 @@ class StepOutcome:
     repaired: bool | None = None  # json verdicts: cut out of prose or fixed trailing commas
 
 
+_STEP_FIELDS = tuple(f.name for f in fields(StepOutcome))  # dataclasses.fields costs more than the record
+
+
 @dataclass
 class Judgment:
     judge_id: str
@@ -70,6 +73,6 @@ class Judgment:
             "stopped_at": self.stopped_at,
             # fields one level deep (dicts of floats at most): asdict's deep copy is not needed
             **({"min_choice_mass": self.min_choice_mass} if self.min_choice_mass is not None else {}),
-            "steps": [{f.name: getattr(s, f.name) for f in fields(s)} for s in self.steps],
+            "steps": [{name: getattr(s, name) for name in _STEP_FIELDS} for s in self.steps],
             **({"workers": self.workers} if self.workers else {}),  # only where Ray workers answered
         }

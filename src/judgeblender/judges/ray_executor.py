@@ -27,6 +27,12 @@ waits for its answer, which the engine commits to the store before it counts.
   workers; with none left, every call still to make fails (exit status 3, answers kept).
 - The driver keeps its own SIGTERM handler (Ray's would exit 1 or 15, without the resume line)
   and raylets' messages go to stderr, off `--json`'s stdout.
+- With a store, the worker that gets an answer also makes the costly parts of its store row
+  (`store.compact.row_parts`: the messages and the answer's metadata compressed against the
+  store's dictionaries, each sent to a worker with the first call that needs it; the
+  probabilities' JSON), so the driver, whose CPU bounds how many calls one driver feeds, checks
+  and inserts ready rows. The store checks each part against its own choice of dictionary and
+  makes any that differs itself: the rows are what the driver would have made, byte for byte.
 - Every answer carries the worker that gave it (`extra["worker"]`: Ray node id and pid); it is
   stored with the call and shown in the judgment's details (`workers`).
 - Resources per worker come from the judge's options: `ray_cpus` (default: `n_threads`, else 1,
@@ -52,8 +58,9 @@ from typing import Any
 
 from ..backends.base import Backend, LogprobsUnsupported
 from ..backends.registry import command_options
-from ..calls import CallRequest, CallResult
+from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import BackendError, JudgeblenderError, MissingExtraError
+from ..store.compact import row_parts, text_id
 
 MAX_RESTARTS = 3  # per actor: a worker killed (OOM, node loss, kill -9) comes back this often
 MAX_TASK_RETRIES = 3  # per call: re-run on the restarted (or another) worker
@@ -226,6 +233,7 @@ class JudgeWorker:
         self._wake = asyncio.Event()
         self._exchanges = 0
         self._slots: asyncio.Semaphore | None = None  # made in the actor's event loop
+        self._zdicts: dict[int, bytes] = {}  # the store's dictionaries the driver has sent, by id
         self._traffic = {"messages": 0, "calls": 0, "largest_batch": 0, "answers": 0}
         try:
             self.backend = create_backend(model, **options)
@@ -243,7 +251,7 @@ class JudgeWorker:
                        max_concurrency=self.backend.max_concurrency, context_tokens=self.backend.context_tokens())
         return out
 
-    async def exchange(self, calls: list[tuple[int, CallRequest]]) -> list[tuple[int, str, Any]]:
+    async def exchange(self, calls: list[tuple[int, CallRequest, Any]]) -> list[tuple[int, str, Any]]:
         """Takes new calls (`submit`), then waits until at least one call has finished and returns
         every call finished since the last exchange: (call id, "ok", result) or (call id, error
         class name, message). So no finished call waits for a slower one, and calls that finish
@@ -265,28 +273,36 @@ class JudgeWorker:
         self._traffic["answers"] += len(out)
         return out
 
-    async def submit(self, calls: list[tuple[int, CallRequest]]) -> None:
+    async def submit(self, calls: list[tuple[int, CallRequest, Any]]) -> None:
         """Takes calls while an exchange waits for answers."""
         self._start(calls)
 
-    def _start(self, calls: list[tuple[int, CallRequest]]) -> None:
+    def _start(self, calls: list[tuple[int, CallRequest, Any]]) -> None:
         """Starts calls, at most the backend's concurrency of them at the model at once (one for
         an embedded model, whatever the driver sends). A call already here (the driver sends a
-        restarted worker's calls again, and some may have reached it) is not started twice."""
+        restarted worker's calls again, and some may have reached it) is not started twice.
+        Each call comes with its row hint (RayBackend._hint), or None where no store takes it."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(max(1, self.backend.max_concurrency))  # type: ignore[union-attr]
         t = self._traffic
         t["messages"] += 1
         t["calls"] += len(calls)
         t["largest_batch"] = max(t["largest_batch"], len(calls))
-        for call_id, request in calls:
+        for call_id, request, hint in calls:
+            if hint is not None:  # dictionaries sent with their first call: kept for the calls after it
+                for dictionary, zdict in ((hint[0], hint[1]), (hint[2], hint[3])):
+                    if zdict is not None:
+                        self._zdicts[dictionary] = zdict
             if call_id not in self._calls:
-                self._calls[call_id] = asyncio.ensure_future(self._run(call_id, request))
+                self._calls[call_id] = asyncio.ensure_future(self._run(call_id, request, hint))
 
-    async def _run(self, call_id: int, request: CallRequest) -> None:
+    async def _run(self, call_id: int, request: CallRequest, hint: Any = None) -> None:
         try:
             async with self._slots:  # type: ignore[union-attr]
                 result = await self.backend.aexecute(request)  # type: ignore[union-attr]
+            result.extra = {**result.extra, "worker": self.worker}
+            if hint is not None:  # the row's costly parts, made here instead of on the driver
+                result.row = row_parts(request, result, hint[0], hint[2], self._zdicts)
         except LogprobsUnsupported as exc:
             self._finished.append((call_id, "LogprobsUnsupported", str(exc)))
         except BackendError as exc:
@@ -294,7 +310,6 @@ class JudgeWorker:
         except Exception as exc:  # a fault in the backend itself: this call fails, the others go on
             self._finished.append((call_id, "BackendError", f"Ray worker failed: {type(exc).__name__}: {exc}"))
         else:
-            result.extra = {**result.extra, "worker": self.worker}
             self._finished.append((call_id, "ok", result))
         self._wake.set()
 
@@ -403,6 +418,9 @@ class RayBackend(Backend):
         self._polling: list[bool] = []  # per worker: its exchanges are running
         self._tasks: set[asyncio.Task] = set()
         self._dead: dict[int, str] = {}  # worker slot -> why Ray gave it up (died more often than it may restart)
+        # (store, its id of the identity, the event loop of the run it was given for) whose rows the workers make
+        self._rows: tuple[Any, int, asyncio.AbstractEventLoop] | None = None
+        self._sent: list[set[int]] = []  # per worker: the store dictionaries sent to it
         try:
             infos = ray.get([a.info.remote() for a in self.actors], timeout=START_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
@@ -493,11 +511,45 @@ class RayBackend(Backend):
         self._enqueue([item], loop)
         return await item.future
 
+    def store_rows(self, store) -> None:
+        """The engine's store for the calls to come (None: none): each answer's worker makes the
+        costly parts of its row there (store.compact.row_parts), so the driver, whose CPU bounds
+        how many calls one driver feeds, only checks and inserts them. Called by the engine in the
+        run's event loop; a later run (another loop) sends no hints until it says its own store."""
+        self._rows = None if store is None else (store, text_id(canonical_json(self._identity)),
+                                                 asyncio.get_running_loop())
+        if store is not None:  # and its SQLite work leaves the driver too
+            store.write_in_child()
+
+    def _hint(self, slot: int, request: CallRequest) -> Any:
+        """What the worker in `slot` needs to make this call's row parts: the ids of the store's
+        dictionaries for it (CallStore.row_hint), each with its bytes the first time that worker
+        needs it; None with no store (or one that makes the rows itself)."""
+        if self._rows is None or self._rows[2] is not self._loop:
+            return None
+        store, identity_id, _ = self._rows
+        hint = store.row_hint(request, identity_id)
+        if hint is None:
+            return None
+        dictionary, extra = hint
+        sent = self._sent[slot]
+        if (dictionary is None or dictionary in sent) and (extra is None or extra in sent):
+            return dictionary, None, extra, None  # nearly every call: the worker has both
+        out = []
+        for tid in (dictionary, extra):
+            zdict = None
+            if tid is not None and tid not in sent:
+                sent.add(tid)
+                zdict = store.dictionary_bytes(tid)
+            out += [tid, zdict]
+        return tuple(out)
+
     def _enqueue(self, items: list[_Item], loop: asyncio.AbstractEventLoop) -> None:
         if self._loop is not loop:  # a new event loop (each run has its own): nothing of the last one goes on
             n = len(self.actors)
             self._loop, self._waiting, self._parked, self._restarting = loop, [], [], set()
             self._open, self._next, self._polling = [{} for _ in range(n)], [None] * n, [False] * n
+            self._sent = [set() for _ in range(n)]
         if not self._waiting:
             loop.call_soon(self._send)
         self._waiting.extend(items)
@@ -524,13 +576,13 @@ class RayBackend(Backend):
             return
         load = [(len(self._open[i]) / self._capacity[i], i) for i in ready]
         heapq.heapify(load)
-        batches: dict[int, list[tuple[int, CallRequest]]] = {}
+        batches: dict[int, list[tuple[int, CallRequest, Any]]] = {}
         for it in items:
             _, slot = heapq.heappop(load)
             if it.call_id < 0:
                 it.call_id = self._next_id = self._next_id + 1
             self._open[slot][it.call_id] = it
-            batches.setdefault(slot, []).append((it.call_id, it.request))
+            batches.setdefault(slot, []).append((it.call_id, it.request, self._hint(slot, it.request)))
             heapq.heappush(load, (len(self._open[slot]) / self._capacity[slot], slot))
         for slot, calls in batches.items():
             if not self._polling[slot]:  # the worker's exchanges carry calls out and answers back
@@ -547,13 +599,13 @@ class RayBackend(Backend):
         self._tasks.add(task)  # the loop keeps only a weak reference
         task.add_done_callback(self._tasks.discard)
 
-    async def _submit(self, slot: int, calls: list[tuple[int, CallRequest]]) -> None:
+    async def _submit(self, slot: int, calls: list[tuple[int, CallRequest, Any]]) -> None:
         try:
             await self.actors[slot].submit.remote(calls)
         except self._ray.exceptions.RayActorError as exc:  # they may not have reached it: its open calls go again
             self._lost(slot, exc)
         except self._ray.exceptions.RayError as exc:
-            self._fail(slot, [c for c, _ in calls], exc)
+            self._fail(slot, [c for c, *_ in calls], exc)
 
     def _fail(self, slot: int, call_ids, exc: BaseException) -> None:
         for call_id in call_ids:
@@ -603,6 +655,7 @@ class RayBackend(Backend):
         """The worker in `slot` died (or could not be reached) with calls open: they go again."""
         again = [it for it in self._open[slot].values() if not it.future.done()]
         self._open[slot].clear()
+        self._sent[slot].clear()  # a restarted worker has none of the dictionaries
         if self._next[slot]:  # about to go to it: they go again with the rest instead
             self._next[slot].clear()
         if isinstance(exc, self._ray.exceptions.ActorDiedError):  # restarts spent: gone for good

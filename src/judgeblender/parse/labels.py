@@ -39,6 +39,7 @@ number (bench/parse_cost.py times degenerate 40 KB answers).
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 from collections.abc import Iterable
@@ -220,9 +221,27 @@ def _last(pattern: re.Pattern, text: str) -> re.Match | None:
     return found
 
 
+# Answers of a format like UMBRELA's ("##final score: 2") repeat: of a run's answers, most are one
+# of a few texts. A short answer's result is kept (ParseResult is immutable), so a repeat costs a
+# lookup, not the rules' dozen regular-expression scans (a fifth of the driver's CPU per call
+# under Ray, bench/driver.py); at most MEMO_ANSWERS of at most MEMO_CHARS characters each.
+MEMO_ANSWERS, MEMO_CHARS = 4096, 256
+
+
 def parse_grade(text: str | None, scale: Iterable[int] = (0, 1, 2, 3)) -> ParseResult:
     """The label `text` states on `scale` (the step's own levels), or invalid with the reason."""
     scale = tuple(scale)
+    if text is not None and len(text) <= MEMO_CHARS:
+        return _parse_short(str(text), scale)
+    return _parse_grade(text, scale)
+
+
+@functools.lru_cache(maxsize=MEMO_ANSWERS)
+def _parse_short(text: str, scale: tuple[int, ...]) -> ParseResult:
+    return _parse_grade(text, scale)
+
+
+def _parse_grade(text: str | None, scale: tuple[int, ...]) -> ParseResult:
     if text is None or not text.strip():
         return ParseResult(None, "empty output", None)
     for rule, pattern in (("final score", _FINAL), ("O:", _OVERALL), ("keyed answer", _KEYED), ("out of", _OUT_OF)):

@@ -4,7 +4,8 @@ A call's key (`judgeblender.calls.call_key`) is the sha256 of the backend, the m
 and revision), the rendered messages and every decoding setting. Each finished call
 is committed at once (WAL journal), so a killed run loses only its in-flight calls and a
 re-run finds the rest here instead of calling the model again. API keys are never part of a
-request or identity, so they never reach this file.
+request or identity, so they never reach this file. Under Ray the writes run in a process of
+their own (`write_in_child`, store/writer.py), off the driver's CPU; reads stay here.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import JudgeblenderError
 from ..fileio import atomic_write_text
 from ..hashing import sha256_file
-from .compact import Texts, iso, text_id, unix_now
+from .compact import CALLS_INSERT, JUDGMENTS_INSERT, Texts, iso, text_id, unix_now
 from .migrations import COMPACT_VERSION, MIGRATIONS
+from .writer import JUDGMENTS, StoreWriter
 
 
 def _now() -> str:
@@ -85,15 +87,31 @@ class StoreAccess:
         return False
 
 
+_PARSED: dict[tuple, str] = {}  # a label's parsed JSON, by (value's type, value, reason): they repeat
+_PARSED_KEPT = 4096
+
+
+def _parsed_json(parsed: dict[str, Any] | None) -> str | None:
+    """canonical_json(parsed), made once per distinct label and reason (a text answer's is made each time)."""
+    if parsed is None:
+        return None
+    value, reason = parsed.get("value"), parsed.get("invalid_reason")
+    if len(parsed) != 2 or "value" not in parsed or "invalid_reason" not in parsed \
+            or not (value is None or type(value) is int) or not (reason is None or type(reason) is str):
+        return canonical_json(parsed)
+    text = _PARSED.get((value, reason))
+    if text is None:
+        text = canonical_json(parsed)
+        if len(_PARSED) < _PARSED_KEPT:
+            _PARSED[value, reason] = text
+    return text
+
+
 @dataclass
 class StoredCall:
     key: str
     result: CallResult
     parsed: dict[str, Any] | None
-
-
-_CALLS_INSERT = "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-_JUDGMENTS_INSERT = "INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)"
 
 
 class CallStore:
@@ -127,6 +145,7 @@ class CallStore:
             raise
         self.new_calls = 0
         self.cache_hits = 0
+        self._writer: StoreWriter | None = None  # write_in_child
 
     def _wal_mode(self, wait_s: float = 60.0) -> str:
         """Switch to the WAL journal. Two processes creating one store at the same moment race for
@@ -232,41 +251,67 @@ class CallStore:
             out = []
             identities: dict[int, str] = {}  # a batch's calls share their identity dict: one JSON each
             for key, backend, identity, request, result, parsed in calls:
-                req = request.key_fields()
-                if self.redact_passages:
-                    req["messages"] = [[role, "[redacted]"] for role, _ in req["messages"]]
                 ident = identities.get(id(identity))
                 if ident is None:
                     ident = identities[id(identity)] = canonical_json(identity)
-                out.append(self._texts.encode_call(
-                    key, backend, identity, req, result.text,
-                    canonical_json(parsed) if parsed is not None else None,
-                    canonical_json(result.probs) if result.probs is not None else None,
-                    result.choice_mass, result.tokens_in, result.tokens_out, result.latency_s, now,
-                    canonical_json(result.extra) if result.extra else None, identity_json=ident))
+                out.append(self._texts.encode_result(key, backend, ident, request, result, _parsed_json(parsed), now,
+                                                     redact=self.redact_passages))
             return out
 
-        also = None if judgments is None else (_JUDGMENTS_INSERT, lambda: self._judgment_rows(*judgments, now))
-        self.new_calls += self._write(_CALLS_INSERT, rows, also)
+        self.new_calls += self._write(CALLS_INSERT, rows, None if judgments is None else (*judgments, now))
+
+    def row_hint(self, request: CallRequest, identity_id: int) -> tuple[int | None, int | None] | None:
+        """What a Ray worker needs to make this call's row parts (Texts.row_hint: the dictionary
+        ids this store will choose, where it knows them), or None: a store that redacts passages
+        stores no prompt a worker could make. `identity_id` is text_id of the identity's JSON."""
+        if self.redact_passages:
+            return None
+        return self._texts.row_hint(request, identity_id)
+
+    def dictionary_bytes(self, dictionary: int) -> bytes:
+        """A dictionary's bytes (a text of this store), for the Ray workers that compress against it."""
+        with self._lock:
+            return self._texts.dictionary_bytes(dictionary)
+
+    def write_in_child(self) -> None:
+        """From now on, rows go to the store through a process of its own (store.writer): the
+        SQLite work leaves this process, whose CPU bounds a Ray driver. Reads stay here."""
+        if self._writer is None:
+            self._writer = StoreWriter(self.path)
 
     def _write(self, statement: str, make_rows: Callable[[], list[tuple]],
-               also: tuple[str, Callable[[], list[tuple]]] | None = None) -> int:
-        """Rows made and written in one transaction (their texts too), and `also`'s after them,
-        committed before this returns; how many of the first."""
+               judgments: tuple[str, Iterable[tuple[str, str, dict[str, Any]]], float] | None = None) -> int:
+        """Rows made and written in one transaction (their texts too), and `judgments` (judge id,
+        records as put_judgments takes them, time) after them, committed before this returns; how
+        many rows. With a writer process (write_in_child), the rows go to it with the texts they
+        added, and the judgments as records, encoded there."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            writer = self._writer
+            if writer is None:
+                self._db.execute("BEGIN IMMEDIATE")
+            else:  # the texts' inserts go with the rows, in the writer's one transaction
+                self._texts.deferred = []
             try:
                 rows = make_rows()
-                self._db.executemany(statement, rows)
-                if also is not None:
-                    self._db.executemany(also[0], also[1]())
+                if writer is None:
+                    self._db.executemany(statement, rows)
+                    if judgments is not None:
+                        self._db.executemany(JUDGMENTS_INSERT, self._judgment_rows(*judgments))
+                else:
+                    message: list[tuple] = [*((s, [r]) for s, r in self._texts.deferred or ()), (statement, rows)]
+                    if judgments is not None:
+                        judge_id, records, now = judgments
+                        message.append((JUDGMENTS, judge_id, list(records), now))
+                    writer.write(message)
+                self._texts.deferred = None
             except sqlite3.OperationalError as exc:  # disk full, read-only: say which file
                 self.rollback()
                 raise JudgeblenderError(f"{self.path}: cannot write to the store ({exc})") from None
             except BaseException:
                 self.rollback()
                 raise
-            self._db.execute("COMMIT")
+            if writer is None:
+                self._db.execute("COMMIT")
         return len(rows)
 
     def count_calls(self) -> int:
@@ -321,8 +366,7 @@ class CallStore:
     def put_judgments(self, judge_id: str, records: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
         """Record a judge's judgments in one transaction (they are derived from stored calls, so
         a crash before the commit loses nothing a re-run cannot rebuild without a call)."""
-        now = unix_now()
-        self._write(_JUDGMENTS_INSERT, lambda: self._judgment_rows(judge_id, records, now))
+        self._write(CALLS_INSERT, list, judgments=(judge_id, records, unix_now()))
 
     def _judgment_rows(self, judge_id: str, records: Iterable[tuple[str, str, dict[str, Any]]],
                        now: float) -> list[tuple]:
@@ -370,6 +414,9 @@ class CallStore:
 
     def close(self) -> None:
         with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
             self._db.close()
 
     def __enter__(self) -> "CallStore":

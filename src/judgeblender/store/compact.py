@@ -19,7 +19,11 @@ Here:
 - a judgment's details (its steps, raw answers and cuts) are zlib-compressed against a fixed
   dictionary of the record's key names; label, probabilities, expected value and invalid reason
   stay columns, for SQL and for `store merge`'s conflict checks;
-- times are Unix seconds (REAL), shown as ISO 8601 in exports.
+- times are Unix seconds (REAL), shown as ISO 8601 in exports;
+- under Ray, the worker that got an answer makes its row's costly parts (`row_parts`: the
+  messages and metadata compressed against the dictionaries this store chose, sent to it by the
+  driver; the probabilities' JSON), and the store uses each part only where its dictionary is
+  the one it chooses for the row (`Texts.encode_result`), so the row is the same byte for byte.
 
 Blobs start with a format byte, so a later layout can be added without reading old ones wrong.
 Nothing here is lossy: `decode_*` gives back what `encode_*` was given (tests check this on
@@ -31,10 +35,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import zlib
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
-from ..calls import canonical_json
+from ..calls import CallRequest, CallResult, canonical_json
 from ..hashing import sha256_text
 
 # blob format bytes
@@ -117,6 +122,52 @@ def unpack_details(blob: bytes, probs: str | None = None) -> dict[str, Any]:
 
 
 JUDGMENT_COLUMNS = ("label", "probs", "expected", "invalid_reason")
+CALLS_INSERT = "INSERT OR REPLACE INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+JUDGMENTS_INSERT = "INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)"
+
+
+def _pack(text: str, zdict: bytes) -> bytes:
+    return _SHAPED + _deflate(text.encode(), zdict)
+
+
+def shape_of(messages: list) -> str:
+    """What makes two calls' messages one shape: their roles and each message's first characters.
+    `messages`: [role, content] pairs."""
+    if len(messages) == 1:  # the common case, without the joins (a tenth of the cost)
+        (role, content), = messages
+        return f"{role}|{content[:_SHAPE_CHARS]}"
+    return ",".join([role for role, _ in messages]) + "|" + "|".join([c[:_SHAPE_CHARS] for _, c in messages])
+
+
+class RowParts(NamedTuple):
+    """The costly parts of an answer's `calls` row, made by the Ray worker that got the answer
+    (`row_parts`) so the driver does not: the messages compressed against `dictionary`, the
+    metadata (`extra`) as JSON and compressed against `extra_dict`, the probabilities as JSON.
+    A part is None where the worker did not have its dictionary; the store checks each against
+    the dictionary it chooses and makes any that differ itself (Texts.encode_result)."""
+
+    dictionary: int | None
+    messages: bytes | None
+    extra_dict: int | None
+    extra_blob: bytes | None
+    extra_json: str | None
+    probs: str | None
+
+
+def row_parts(request: CallRequest, result: CallResult, dictionary: int | None, extra_dict: int | None,
+              zdicts: dict[int, bytes]) -> RowParts:
+    """A worker's RowParts for one answer: `dictionary` and `extra_dict` are the store's choices
+    (Texts.row_hint), `zdicts` the dictionaries' bytes the worker has been sent."""
+    zdict = zdicts.get(dictionary) if dictionary is not None else None
+    messages = None
+    if zdict is not None:
+        messages = _pack(canonical_json([[m.role, m.content] for m in request.messages]), zdict)
+    extra_json = canonical_json(result.extra) if result.extra else None
+    extra_zdict = zdicts.get(extra_dict) if extra_dict is not None and extra_json is not None else None
+    extra_blob = _pack(extra_json, extra_zdict) if extra_zdict is not None else None  # type: ignore[arg-type]
+    probs = canonical_json(result.probs) if result.probs is not None else None
+    return RowParts(dictionary if messages is not None else None, messages, extra_dict if extra_blob else None,
+                    extra_blob, extra_json, probs)
 
 
 class Texts:
@@ -133,6 +184,15 @@ class Texts:
         self._dict_bytes: dict[int, bytes] = {}
         self._shapes_per_settings: dict[int, int] = {}
         self._first_dict: dict[int, int] = {}
+        self._settings: dict[tuple, int] = {}  # CallRequest.settings_key() -> settings id
+        # inserts kept for another connection to run in its transaction (store.writer), or None: run here
+        self.deferred: list[tuple[str, tuple]] | None = None
+
+    def _insert(self, statement: str, row: tuple) -> None:
+        if self.deferred is None:
+            self.db.execute(statement, row)
+        else:
+            self.deferred.append((statement, row))
 
     def put(self, text: str) -> int:
         tid = self._ids.get(text)
@@ -140,7 +200,7 @@ class Texts:
             return tid
         tid = text_id(text)
         if tid not in self._known:
-            self.db.execute("INSERT OR IGNORE INTO texts VALUES (?, ?)", (tid, text))
+            self._insert("INSERT OR IGNORE INTO texts VALUES (?, ?)", (tid, text))
             self._known.add(tid)
             self._values[tid] = text
         self._ids[text] = tid
@@ -156,9 +216,9 @@ class Texts:
             self._known.add(tid)
         return text
 
-    def _dictionary(self, group: int, shape_text: str, sample: str) -> int:
+    def _dictionary(self, group: int, shape_text: str, sample: Callable[[], str]) -> int:
         """The dictionary of a shape (`shape_text` hashed) within `group` (a settings or identity
-        id): the first `sample` of that shape, stored as a text; past MAX_SHAPES_PER_SETTINGS
+        id): the first `sample()` of that shape, stored as a text; past MAX_SHAPES_PER_SETTINGS
         shapes in one group, the group's first dictionary."""
         name = f"{group}|{shape_text}"
         found = self._shapes.get(name)
@@ -174,20 +234,24 @@ class Texts:
                 if first is not None:
                     self._first_dict[group] = first
             if self._shapes_per_settings[group] >= MAX_SHAPES_PER_SETTINGS:
-                return self._first_dict[group]
-            dictionary = self.put(sample)
-            self.db.execute("INSERT OR IGNORE INTO shapes VALUES (?, ?, ?)", (shape, group, dictionary))
-            self._shapes_per_settings[group] += 1
-            self._first_dict.setdefault(group, dictionary)
-            row = (dictionary,)
+                row = (self._first_dict[group],)  # a group's count only grows: this shape keeps it
+            else:
+                dictionary = self.put(sample())
+                self._insert("INSERT OR IGNORE INTO shapes VALUES (?, ?, ?)", (shape, group, dictionary))
+                self._shapes_per_settings[group] += 1
+                self._first_dict.setdefault(group, dictionary)
+                row = (dictionary,)
         self._shapes[name] = row[0]
         return row[0]
 
-    def _pack(self, text: str, dictionary: int) -> bytes:
+    def _zdict(self, dictionary: int) -> bytes:
         zdict = self._dict_bytes.get(dictionary)
         if zdict is None:
             zdict = self._dict_bytes[dictionary] = self.get(dictionary).encode()
-        return _SHAPED + _deflate(text.encode(), zdict)
+        return zdict
+
+    def _pack(self, text: str, dictionary: int) -> bytes:
+        return _pack(text, self._zdict(dictionary))
 
     def _unpack(self, blob: bytes, dictionary: int | None) -> str:
         fmt, body = blob[:1], blob[1:]
@@ -201,21 +265,80 @@ class Texts:
     def encode_call(self, key: str, backend: str, identity: dict[str, Any], request: dict[str, Any],
                     raw_output: str, parsed: str | None, probs: str | None, choice_mass: float | None,
                     tokens_in: int | None, tokens_out: int | None, latency_s: float | None,
-                    created_at: float, extra: str | None, identity_json: str | None = None) -> tuple:
-        """One `calls` row. `request` is CallRequest.key_fields() (messages possibly redacted);
-        `identity_json`, when given, is canonical_json(identity), made once for a batch of calls."""
+                    created_at: float, extra: str | None) -> tuple:
+        """One `calls` row from a schema 4 row: `request` is CallRequest.key_fields()."""
         messages = request["messages"]
         settings = self.put(canonical_json({k: v for k, v in request.items() if k != "messages"}))
-        identity_id = self.put(canonical_json(identity) if identity_json is None else identity_json)
-        messages_json = canonical_json(messages)
-        shape = ",".join(role for role, _ in messages) + "|" + "|".join(c[:_SHAPE_CHARS] for _, c in messages)
-        dictionary = self._dictionary(settings, shape, messages_json)
+        return self._call_row(key, backend, self.put(canonical_json(identity)), settings, messages, raw_output,
+                              parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, created_at, extra)
+
+    def encode_result(self, key: str, backend: str, identity_json: str, request: CallRequest,
+                      result: CallResult, parsed: str | None, created_at: float, redact: bool = False) -> tuple:
+        """One `calls` row for an answer. `identity_json` is canonical_json of the model's identity;
+        `redact` stores "[redacted]" for each message's text. The parts a Ray worker made
+        (`result.row`, RowParts) are used where they are what this store makes itself: made
+        against the dictionary it chooses for the row, so the row is the same byte for byte."""
+        parts: RowParts | None = None if redact else result.row
+        messages = [[m.role, "[redacted]" if redact else m.content] for m in request.messages]
+        if parts is not None:
+            probs, extra = parts.probs, parts.extra_json
+        else:
+            probs = canonical_json(result.probs) if result.probs is not None else None
+            extra = canonical_json(result.extra) if result.extra else None
+        return self._call_row(key, backend, self.put(identity_json), self._settings_id(request), messages,
+                              result.text, parsed, probs, result.choice_mass, result.tokens_in, result.tokens_out,
+                              result.latency_s, created_at, extra, parts)
+
+    def _settings_id(self, request: CallRequest) -> int:
+        """The id of a request's decoding settings (its key fields but the messages), each distinct
+        settings' JSON made once: the calls of a wave share them."""
+        key = request.settings_key()
+        found = self._settings.get(key) if key is not None else None
+        if found is None:
+            found = self.put(canonical_json({k: v for k, v in request.key_fields().items() if k != "messages"}))
+            if key is not None:
+                self._settings[key] = found
+        return found
+
+    def _call_row(self, key: str, backend: str, identity_id: int, settings: int, messages: list,
+                  raw_output: str, parsed: str | None, probs: str | None, choice_mass: float | None,
+                  tokens_in: int | None, tokens_out: int | None, latency_s: float | None, created_at: float,
+                  extra: str | None, parts: RowParts | None = None) -> tuple:
+        made: list[str] = []
+
+        def messages_json() -> str:  # made only where needed: a new shape, or no part made for it
+            if not made:
+                made.append(canonical_json(messages))
+            return made[0]
+
+        dictionary = self._dictionary(settings, shape_of(messages), messages_json)
+        if parts is not None and parts.messages is not None and parts.dictionary == dictionary:
+            packed = parts.messages
+        else:
+            packed = self._pack(messages_json(), dictionary)
         extra_blob = extra_dict = None
         if extra is not None:  # a served answer's metadata repeats but for its response id
-            extra_dict = self._dictionary(identity_id, "extra", extra)
-            extra_blob = self._pack(extra, extra_dict)
-        return (key, backend, identity_id, settings, dictionary, self._pack(messages_json, dictionary), raw_output,
-                parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, created_at, extra_blob, extra_dict)
+            extra_dict = self._dictionary(identity_id, "extra", lambda: extra)  # type: ignore[arg-type, return-value]
+            if parts is not None and parts.extra_blob is not None and parts.extra_dict == extra_dict:
+                extra_blob = parts.extra_blob
+            else:
+                extra_blob = self._pack(extra, extra_dict)
+        return (key, backend, identity_id, settings, dictionary, packed, raw_output, parsed, probs, choice_mass,
+                tokens_in, tokens_out, latency_s, created_at, extra_blob, extra_dict)
+
+    def row_hint(self, request: CallRequest, identity_id: int) -> tuple[int | None, int | None]:
+        """The dictionaries this store will compress a call's messages and its answer's metadata
+        against, where it knows them already (None where it does not: the first calls of a
+        shape, or of a model): what a Ray worker needs to make the row's parts (`row_parts`).
+        Reads only what this connection has seen: it writes nothing, outside any transaction."""
+        settings = self._settings.get(request.settings_key())  # type: ignore[arg-type]
+        dictionary = None
+        if settings is not None:
+            dictionary = self._shapes.get(f"{settings}|{shape_of([(m.role, m.content) for m in request.messages])}")
+        return dictionary, self._shapes.get(f"{identity_id}|extra")
+
+    def dictionary_bytes(self, dictionary: int) -> bytes:
+        return self._zdict(dictionary)
 
     def decode_request(self, settings: int, dictionary: int | None, blob: bytes) -> dict[str, Any]:
         return {"messages": json.loads(self._unpack(blob, dictionary)), **json.loads(self.get(settings))}
