@@ -208,14 +208,17 @@ def _size(cut: dict[str, int | None]) -> str:
     return f"{cut['passage_chars']} characters"
 
 
-def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int) -> CallRequest:
+def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int,
+             choices: tuple[str, ...] | None = None) -> CallRequest:
+    """The call that asks `step` for one pair; `choices` is step.choices(scale), made once per wave."""
     system, user = judge.template.render_step(step, values)
     messages = ((Message("system", system),) if system else ()) + (Message("user", user),)
     seed = judge.spec.seed + attempt
     temperature = 0.0 if attempt == 0 else RETRY_TEMPERATURE
     if judge.mode == "logprobs" and step.output != "text":
         return CallRequest(messages, mode="logprobs", max_tokens=1, temperature=0.0, seed=seed,
-                           answer_prefix=step.answer_prefix or "", choices=step.choices(judge.template.scale))
+                           answer_prefix=step.answer_prefix or "",
+                           choices=step.choices(judge.template.scale) if choices is None else choices)
     return CallRequest(messages, mode="generate", max_tokens=step.max_tokens, temperature=temperature, seed=seed,
                        json_schema=step.json_schema if step.output == "json" else None)
 
@@ -587,7 +590,8 @@ async def _run_judge(
     for index, step in enumerate(steps):
         pending = [(s, 0) for s in states if not s.done]
         while pending:
-            requests = [(s, step, _request(judge, step, s.values, attempt)) for s, attempt in pending]
+            choices = step.choices(judge.template.scale)
+            requests = [(s, step, _request(judge, step, s.values, attempt, choices)) for s, attempt in pending]
             retry: list[tuple[_PairState, int]] = []
             answered: set[int] = set()
 
