@@ -281,10 +281,12 @@ def test_cli_every_fault_kind_at_once_loses_nothing_and_reports_what_is_missing(
             assert d["label"] == reference["generate"][int(d["docid"][1:])] and d["invalid_reason"] is None
     reasons = {d["docid"]: d["invalid_reason"] for d in details if d["label"] is None}
     assert "backend error" in reasons["d42"] and "failed after 6 attempts" in reasons["d42"]
-    # the garbage passage's reason is that of its last answer: garbage text, unless the server's
-    # fault mix also withheld the finish reason of that answer (the log says which)
+    # the garbage passage's reason is that of its last call: garbage text, unless the server's
+    # fault mix withheld the finish reason of that answer or failed every attempt (the log says which)
     last17 = exp.last[17, max(seed for i, seed in exp.last if i == 17)]
-    assert ("no finish reason" if last17 in {"finish_null", "finish_missing"} else "no label found") in reasons["d17"]
+    expected17 = ("backend error" if 17 in exp.backend_error else
+                  "no finish reason" if last17 in {"finish_null", "finish_missing"} else "no label found")
+    assert expected17 in reasons["d17"]
     # the summary: counts and reasons, retries as the server log implies
     assert summary["judged"] == len(exp.labels) and summary["unjudged"] == len(missing)
     assert sum(summary["unjudged_reasons"].values()) == len(missing)
