@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,8 +17,6 @@ from judgeblender.backends.scripted import ScriptedBackend  # noqa: E402
 SHARED_DATA = TESTS.parents[1] / "shared" / "data"
 
 try:  # property-based tests (the [dev] extra): the same examples on every CI run
-    import os
-
     from hypothesis import HealthCheck, settings
 
     settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True,
@@ -48,3 +47,22 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "shared_data" in item.keywords:
                 item.add_marker(skip)
+
+
+# Ray workers started by the tests import this checkout's judgeblender, whatever is installed
+RAY_PYTHONPATH = os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")])
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A real Ray runtime for the module: 2 CPUs, a small object store, no dashboard; its GCS address."""
+    ray = pytest.importorskip("ray")
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["PYTHONPATH"] = RAY_PYTHONPATH
+    ray.init(address="local", num_cpus=2, object_store_memory=200 * 1024**2, include_dashboard=False,
+             _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import pytest
 
+from conftest import RAY_PYTHONPATH
 from openai_server import OpenAITestServer
 
 from judgeblender.calls import CallRequest, Message
@@ -30,14 +31,12 @@ from judgeblender.judges.ray_executor import WorkerPlan, plan_workers
 from judgeblender.pairs import read_corpus, read_pairs, read_queries
 from judgeblender.store import CallStore
 
-SRC = Path(__file__).resolve().parents[1] / "src"
-PYTHONPATH = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
 
 
 def environ(**extra) -> dict:
     """This process's environment now (after ray.init it holds RAY_AUTH_MODE, which drivers joining the
     cluster need), with this checkout's sources first."""
-    return {**os.environ, "PYTHONPATH": PYTHONPATH, "RAY_USAGE_STATS_ENABLED": "0", **extra}
+    return {**os.environ, "PYTHONPATH": RAY_PYTHONPATH, "RAY_USAGE_STATS_ENABLED": "0", **extra}
 SCRIPT = {"name": "tiny-judge", "rules": [
     {"contains": "flakes", "output": "##final score: 3"}, {"contains": "freshwater", "output": "##final score: 1"},
     {"contains": "330 metres", "output": "##final score: 2"}, {"contains": "capital", "output": "no idea"}]}
@@ -80,18 +79,6 @@ def workers_of(details: str) -> list[dict]:
             for w in j.get("workers", [])]
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """A real Ray runtime for the module: 2 CPUs, a small object store, no dashboard."""
-    ray = pytest.importorskip("ray")
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    os.environ["PYTHONPATH"] = PYTHONPATH  # workers import this checkout's judgeblender
-    ray.init(address="local", num_cpus=2, object_store_memory=200 * 1024**2, include_dashboard=False,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
-    try:
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture(scope="module")

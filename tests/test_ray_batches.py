@@ -26,23 +26,9 @@ from judgeblender.judges import JudgeSpec, judge_pairs
 from judgeblender.pairs import Pair
 from judgeblender.store import CallStore
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 pytestmark = pytest.mark.ray
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """A real Ray runtime for the module: 2 CPUs, a small object store, no dashboard."""
-    ray = pytest.importorskip("ray")
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    # workers import this checkout
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])
-    ray.init(address="local", num_cpus=2, object_store_memory=200 * 1024**2, include_dashboard=False,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 @pytest.fixture(autouse=True)

@@ -31,23 +31,10 @@ from judgeblender.pairs import Pair
 from judgeblender.store import CallStore
 from judgeblender.store import compact
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 COLUMNS = ("key, backend, identity, settings, dict, messages, raw_output, parsed, probs, choice_mass, tokens_in, "
            "tokens_out, latency_s, created_at, extra, extra_dict")
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """A real Ray runtime for the module: 2 CPUs, a small object store, no dashboard."""
-    ray = pytest.importorskip("ray")
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])  # workers import this checkout
-    ray.init(address="local", num_cpus=2, object_store_memory=200 * 1024**2, include_dashboard=False,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def inputs(n: int):
