@@ -300,12 +300,13 @@ def interpret(step: Step, scale: list[int], request: CallRequest, result: CallRe
 
 async def _run_calls(
     judge: Judge, requests: list[tuple[_PairState, Step, CallRequest]], store: CallStore | None,
-    reporter: Reporter, stats: JudgeStats, writer: "_GroupCommit | None" = None,
-    on_answer: Callable[[_PairState, StepOutcome | None, BackendError | None], None] | None = None,
-) -> list[tuple[_PairState, StepOutcome | None, BackendError | None]]:
-    """Answer each request from the store or the model. Returns (state, outcome, backend error);
-    `on_answer` sees each as it counts (a model's answer once its row is committed through
-    `writer`), so the caller can finish the pair while other calls are in flight.
+    writer: "_GroupCommit | None", reporter: Reporter, stats: JudgeStats,
+    on_answer: Callable[[_PairState, StepOutcome | None, BackendError | None], None],
+) -> None:
+    """Answer each request from the store or the model (`writer` commits to `store`, and is
+    None without one). `on_answer(state, outcome, backend error)` sees each answer as it counts
+    (a model's once its row is committed), so the caller finishes the pair while other calls
+    are in flight.
 
     A fixed pool of workers (the backend's concurrency) takes the requests in prompt order; each
     keys and looks up its request in the store only when it takes it, so the first calls go out
@@ -313,7 +314,6 @@ async def _run_calls(
     request and drops those the store answers, so its rate and ETA are the model's."""
     identity = judge.backend.identity()
     scale = judge.template.scale
-    results: dict[int, tuple[StepOutcome | None, BackendError | None]] = {}
     # Sorting by prompt text puts prompts with long common prefixes next to each other.
     order = sorted(range(len(requests)), key=lambda i: [m.content for m in requests[i][2].messages])
     key_of = call_keys(identity) if store else None
@@ -334,8 +334,6 @@ async def _run_calls(
             yield from ((i, key, hits.get(key)) for i, key in zip(chunk, keys))
 
     todo = lookups()  # shared by the workers: each request goes to exactly one
-    if writer is None and store is not None:
-        writer = _GroupCommit(store)
     reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(requests))
     no_logprobs: list[LogprobsUnsupported] = []
     in_process = judge.backend.kind in IN_PROCESS
@@ -357,9 +355,7 @@ async def _run_calls(
     def count(i: int, outcome: StepOutcome | None, error: BackendError | None = None) -> None:
         if outcome is not None:
             stats.invalid_outputs += outcome.value is None
-        results[i] = (outcome, error)
-        if on_answer is not None:
-            on_answer(requests[i][0], outcome, error)
+        on_answer(requests[i][0], outcome, error)
 
     async def worker() -> None:
         # answers written but not yet committed: each counts (stats, reporter) only once its row
@@ -416,7 +412,6 @@ async def _run_calls(
         reporter.end_wave()
     if no_logprobs:
         raise no_logprobs[0]
-    return [(requests[i][0], *results[i]) for i in range(len(requests))]
 
 
 class _GroupCommit:
@@ -437,8 +432,7 @@ class _GroupCommit:
         self.judge_id = judge_id
         self.pending: list[tuple[tuple, asyncio.Future]] = []
         self.judgments: list[tuple[str, str, dict[str, Any]]] = []
-        self.scheduled: asyncio.Handle | asyncio.TimerHandle | None = None
-        self.soon = False  # the scheduled commit runs in the loop's next turn
+        self.scheduled: asyncio.Handle | None = None  # a TimerHandle while it waits on the clock
         self.last = -math.inf  # the loop time of the last commit
         self.failed: BaseException | None = None
 
@@ -446,14 +440,13 @@ class _GroupCommit:
         if self.scheduled is None:
             loop = asyncio.get_running_loop()
             wait = self.last + FLUSH_EVERY_S - loop.time()
-            self.soon = wait <= 0
-            self.scheduled = loop.call_soon(self._flush) if self.soon else loop.call_later(wait, self._flush)
+            self.scheduled = loop.call_soon(self._flush) if wait <= 0 else loop.call_later(wait, self._flush)
 
     def hurry(self) -> None:
         """Someone waits on a queued row: commit in the loop's next turn, not at the clock's."""
-        if self.scheduled is not None and not self.soon:
+        if isinstance(self.scheduled, asyncio.TimerHandle):
             self.scheduled.cancel()
-            self.scheduled, self.soon = asyncio.get_running_loop().call_soon(self._flush), True
+            self.scheduled = asyncio.get_running_loop().call_soon(self._flush)
 
     def submit(self, row: tuple) -> asyncio.Future:
         """Queue a row for the next commit; the future is done once it is committed."""
@@ -468,26 +461,16 @@ class _GroupCommit:
         self.judgments.append((qid, docid, record))
 
     def commit_now(self) -> None:
-        """Commit what is queued, here and now (a run that stops keeps every answer it received);
-        a store that fails then is left to the resume, which asks those calls again."""
-        if self.scheduled is None:
-            return
-        self.scheduled.cancel()
-        try:
+        """Commit what is queued, here and now: at a wave's end, and when a run stops (Ctrl+C,
+        SIGTERM, an error), so it keeps every answer it received. A failed commit reaches the
+        rows' futures (their workers) or, for judgments alone, `failed`."""
+        if self.scheduled is not None:
+            self.scheduled.cancel()
             self._flush()
-        except Exception:  # noqa: BLE001 - the run is already ending with its own error
-            pass
 
-    async def put(self, row: tuple) -> None:
-        future = self.submit(row)
-        self.hurry()
-        await future
-
-    async def drain(self) -> None:
-        """Every queued row and judgment committed; a failed write of judgments raised here."""
-        while self.scheduled is not None:
-            self.hurry()
-            await asyncio.sleep(0)
+    def drain(self) -> None:
+        """Every queued judgment committed; a failed write of judgments raised here."""
+        self.commit_now()
         if self.failed is not None:
             raise self.failed
 
@@ -631,7 +614,7 @@ async def _run_judge(
                     settle(state)
 
             try:
-                await _run_calls(judge, requests, store, reporter, stats, writer, on_answer)
+                await _run_calls(judge, requests, store, writer, reporter, stats, on_answer)
             except LogprobsUnsupported as exc:
                 # the answers of this wave that came before stand; the rest are asked again, generated
                 judge._fall_back(str(exc) or "the server returned no logprobs")
@@ -647,7 +630,7 @@ async def _run_judge(
             settle(state)
     judgments = {s.pair: s.judgment for s in states}
     if writer is not None:
-        await writer.drain()
+        writer.drain()
     stats.seconds = time.perf_counter() - started
     stats.backend_retries = getattr(judge.backend, "retries_total", 0) - retries_before
     return judgments, stats
