@@ -87,26 +87,6 @@ class StoreAccess:
         return False
 
 
-_PARSED: dict[tuple, str] = {}  # a label's parsed JSON, by (value's type, value, reason): they repeat
-_PARSED_KEPT = 4096
-
-
-def _parsed_json(parsed: dict[str, Any] | None) -> str | None:
-    """canonical_json(parsed), made once per distinct label and reason (a text answer's is made each time)."""
-    if parsed is None:
-        return None
-    value, reason = parsed.get("value"), parsed.get("invalid_reason")
-    if len(parsed) != 2 or "value" not in parsed or "invalid_reason" not in parsed \
-            or not (value is None or type(value) is int) or not (reason is None or type(reason) is str):
-        return canonical_json(parsed)
-    text = _PARSED.get((value, reason))
-    if text is None:
-        text = canonical_json(parsed)
-        if len(_PARSED) < _PARSED_KEPT:
-            _PARSED[value, reason] = text
-    return text
-
-
 @dataclass
 class StoredCall:
     key: str
@@ -254,7 +234,8 @@ class CallStore:
                 ident = identities.get(id(identity))
                 if ident is None:
                     ident = identities[id(identity)] = canonical_json(identity)
-                out.append(self._texts.encode_result(key, backend, ident, request, result, _parsed_json(parsed), now,
+                parsed_json = canonical_json(parsed) if parsed is not None else None
+                out.append(self._texts.encode_result(key, backend, ident, request, result, parsed_json, now,
                                                      redact=self.redact_passages))
             return out
 
