@@ -77,7 +77,11 @@ def test_generate_sends_settings_and_returns_text(openai_server_factory):
     assert "logprobs" not in body and "response_format" not in body
     # the key from the environment is what the server received
     assert srv.requests[0].headers["authorization"] == f"Bearer {PLANTED}"
-    assert srv.requests[0].headers.get("x-stainless-retry-count") == "0"
+    # one request per call (the SDK's own retries are off), and none of the SDK's telemetry headers
+    # (only the one by which it is asked for the raw response, which it sends as it is)
+    assert len(srv.requests) == 2
+    assert [h for h in srv.requests[0].headers if h.startswith("x-stainless")] == ["x-stainless-raw-response"]
+    assert srv.requests[0].headers["user-agent"].startswith("AsyncOpenAI/Python")
     assert b.retries_total == 0
 
 

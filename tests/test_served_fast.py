@@ -222,3 +222,33 @@ def test_a_served_answer_is_freed_when_done_not_left_to_the_garbage_collector():
     kinds = {type(o).__name__ for o in garbage}
     assert not kinds & {"Response", "Request", "Headers", "BoundedBody"}, sorted(kinds)
     assert len(garbage) < 40, len(garbage)  # not one object per call
+
+
+def test_a_served_run_on_a_fresh_event_loop_hands_nothing_to_a_thread(tiny, monkeypatch):
+    """The SDK finds its platform (for a telemetry header) on a client's first request, in a
+    thread, and each request that starts before the first has found it does the same: a run's
+    first wave made one thread hop per call. The backend finds it once and gives it to each
+    client, so a run asks the event loop's thread pool for nothing."""
+    import asyncio
+
+    queries, corpus = read_queries(tiny / "queries.tsv"), read_corpus(tiny / "corpus.jsonl")
+    pairs = [Pair(q, d) for q in sorted(queries) for d in sorted(corpus)][:24]
+    handed: list[str] = []
+    real = asyncio.BaseEventLoop.run_in_executor
+
+    def run_in_executor(self, executor, func, *args):
+        handed.append(repr(func))
+        return real(self, executor, func, *args)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "run_in_executor", run_in_executor)
+    with OpenAITestServer("##final score: 2") as server:
+        judge = Judge(JudgeSpec(model="openai:test-model",
+                                options={"base_url": server.base_url, "timeout_s": 5.0, "concurrency": 8}))
+        try:
+            for _ in range(2):  # each run on an event loop of its own, with clients of its own
+                run = judge_pairs([judge], pairs, queries, corpus)
+                assert run.stats[judge.id].judged == len(pairs)
+        finally:
+            judge.close()
+        assert server.request_count == 2 * len(pairs)
+    assert handed == []

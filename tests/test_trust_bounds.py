@@ -242,3 +242,46 @@ def test_degenerate_40_kb_answers_among_20_concurrent_calls_make_no_other_call_t
     assert summary["backend_retries"] == 0 and summary["failed_calls"] == 0
     details = [json.loads(x) for x in (tmp_path / "out.qrels.details.jsonl").read_text().splitlines()]
     assert [d["label"] for d in details if d["docid"] not in answers] == [2] * (20 - len(DEGENERATE))
+
+
+def test_a_body_is_read_no_further_than_its_content_length(backend_for):
+    """A body whose Content-Length is within the bound is read without the bound's wrapper: the
+    HTTP/1.1 parser stops at the Content-Length, so a server that sends more after it (here 2 MB,
+    past the bound) has the rest left unread, and the answer is what the length framed."""
+    import socket
+    import threading
+
+    answer = json.dumps({"id": "chatcmpl-x", "object": "chat.completion", "model": "test-model", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "##final score: 1"}, "finish_reason": "stop"}]}).encode()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int([line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0])
+            while len(body) < length:
+                body += conn.recv(65536)
+            reply = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(answer)
+                     + answer + b"x" * 2_000_000)
+            try:
+                conn.sendall(reply)
+            except OSError:  # the client closed the connection with the rest unread
+                pass
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    backend = OpenAICompatBackend("test-model", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-test",
+                                  timeout_s=10.0, max_retries=0)
+    try:
+        result = backend.execute(REQUEST)
+    finally:
+        backend.close()
+        server.join(timeout=10)
+        listener.close()
+    assert BOUND < 2_000_000
+    assert result.text == "##final score: 1" and "refused" not in result.extra

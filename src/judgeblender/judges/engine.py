@@ -211,7 +211,13 @@ def _size(cut: dict[str, int | None]) -> str:
 def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int,
              choices: tuple[str, ...] | None = None) -> CallRequest:
     """The call that asks `step` for one pair; `choices` is step.choices(scale), made once per wave."""
-    system, user = judge.template.render_step(step, values)
+    return _request_of(judge, step, judge.template.render_step(step, values), attempt, choices)
+
+
+def _request_of(judge: Judge, step: Step, prompt: tuple[str | None, str], attempt: int,
+                choices: tuple[str, ...] | None = None) -> CallRequest:
+    """_request from the step's rendered prompt (system, user)."""
+    system, user = prompt
     messages = ((Message("system", system),) if system else ()) + (Message("user", user),)
     seed = judge.spec.seed + attempt
     temperature = 0.0 if attempt == 0 else RETRY_TEMPERATURE
@@ -299,63 +305,81 @@ def interpret(step: Step, scale: list[int], request: CallRequest, result: CallRe
 
 
 async def _run_calls(
-    judge: Judge, requests: list[tuple[_PairState, Step, CallRequest]], store: CallStore | None,
-    writer: "_GroupCommit | None", reporter: Reporter, stats: JudgeStats,
+    judge: Judge, step: Step, asks: list[tuple[_PairState, int, tuple[str | None, str]]],
+    store: CallStore | None, writer: "_GroupCommit | None", reporter: Reporter, stats: JudgeStats,
     on_answer: Callable[[_PairState, StepOutcome | None, BackendError | None], None],
 ) -> None:
-    """Answer each request from the store or the model (`writer` commits to `store`, and is
-    None without one). `on_answer(state, outcome, backend error)` sees each answer as it counts
+    """Ask `step` of each (pair, attempt, rendered prompt) in `asks`, answered from the store or
+    the model (`writer` commits to `store`, and is None without one). `on_answer(state, outcome, backend error)` sees each answer as it counts
     (a model's once its row is committed), so the caller finishes the pair while other calls
     are in flight.
 
     A fixed pool of workers (the backend's concurrency) takes the requests in prompt order; each
     keys and looks up its request in the store only when it takes it, so the first calls go out
-    at once and the keying overlaps the calls in flight. The reporter's wave starts at every
-    request and drops those the store answers, so its rate and ETA are the model's."""
+    at once and the keying overlaps the calls in flight. Only the prompts are made before the
+    first call (their order needs their text); each call's request is made when it is first keyed
+    or sent. The reporter's wave starts at every request and drops those the store answers, so
+    its rate and ETA are the model's."""
     identity = judge.backend.identity()
     scale = judge.template.scale
-    # Sorting by prompt text puts prompts with long common prefixes next to each other.
-    order = sorted(range(len(requests)), key=lambda i: [m.content for m in requests[i][2].messages])
+    choices = step.choices(scale)  # once per wave
+    # Sorting by prompt text (the texts of its messages, as sent) puts prompts with long common
+    # prefixes next to each other.
+    texts = [(system, user) if system else (user,) for _, _, (system, user) in asks]
+    order = sorted(range(len(asks)), key=texts.__getitem__)
+    del texts
+    made: list[CallRequest | None] = [None] * len(asks)
+
+    def request(i: int) -> CallRequest:
+        req = made[i]
+        if req is None:
+            _, attempt, prompt = asks[i]
+            req = made[i] = _request_of(judge, step, prompt, attempt, choices)
+        return req
+
     key_of = call_keys(identity) if store else None
     store_rows = getattr(judge.backend, "store_rows", None)
     if store_rows is not None:  # a Ray backend: its workers make the costly parts of each answer's row
         store_rows(store)
 
     def lookups() -> Iterator[tuple[int, str, StoredCall | None]]:
-        """The requests in prompt order, each with its key and stored answer, looked up
-        LOOKAHEAD at a time (one query, not one per request)."""
-        for start in range(0, len(order), LOOKAHEAD):
-            chunk = order[start:start + LOOKAHEAD]
+        """The requests in prompt order, each with its key and stored answer, looked up a chunk
+        at a time (one query, not one per request): a wave of calls (the backend's concurrency),
+        at least 64 and at most LOOKAHEAD, so the first calls wait on no more keys than their own
+        and keying 256 requests at once (3-4 ms) does not hold answers that arrive meanwhile."""
+        size = min(LOOKAHEAD, max(64, judge.backend.max_concurrency))
+        for start in range(0, len(order), size):
+            chunk = order[start:start + size]
             if store is None or key_of is None:
                 yield from ((i, "", None) for i in chunk)
                 continue
-            keys = [key_of(requests[i][2]) for i in chunk]
+            keys = [key_of(request(i)) for i in chunk]
             hits = store.get_many(keys)
             yield from ((i, key, hits.get(key)) for i, key in zip(chunk, keys))
 
     todo = lookups()  # shared by the workers: each request goes to exactly one
-    reporter.wave(f"{judge.id} · {requests[0][1].id}" if requests else judge.id, len(requests))
+    reporter.wave(f"{judge.id} · {step.id}" if asks else judge.id, len(asks))
     no_logprobs: list[LogprobsUnsupported] = []
     in_process = judge.backend.kind in IN_PROCESS
 
     examples: dict[str, list[dict[str, Any]]] = {}  # by step id
 
     def outcome_of(i: int, result: CallResult, cached: bool) -> StepOutcome:
-        _, step, req = requests[i]
+        req = request(i)
         if step.output == "json" and step.id not in examples:
             examples[step.id] = step_examples(judge.template, step)
         outcome = interpret(step, scale, req, result, judge.template.score_range, judge.spec.min_choice_mass,
                             examples.get(step.id))
         outcome.cached, outcome.attempt = cached, req.seed - judge.spec.seed
         if "worker" in result.extra:  # answered by a Ray worker (ray_executor): say which
-            requests[i][0].judgment.workers.append({"step": step.id, "attempt": outcome.attempt,
+            asks[i][0].judgment.workers.append({"step": step.id, "attempt": outcome.attempt,
                                                     **result.extra["worker"]})
         return outcome
 
     def count(i: int, outcome: StepOutcome | None, error: BackendError | None = None) -> None:
         if outcome is not None:
             stats.invalid_outputs += outcome.value is None
-        on_answer(requests[i][0], outcome, error)
+        on_answer(asks[i][0], outcome, error)
 
     async def worker() -> None:
         # answers written but not yet committed: each counts (stats, reporter) only once its row
@@ -376,7 +400,7 @@ async def _run_calls(
         for i, key, hit in todo:
             if no_logprobs:  # the server said it cannot score: issue no more such calls
                 break
-            req = requests[i][2]
+            req = request(i)
             if hit is not None:
                 stats.cache_hits += 1
                 if in_process and req.mode == "generate" and "finish_reason" not in hit.result.extra:
@@ -522,9 +546,11 @@ async def _run_judge(
     stats = JudgeStats(judge.id, pairs=len(items), fallback=judge.fallback)
     started = time.perf_counter()
     retries_before = getattr(judge.backend, "retries_total", 0)
-    field = judge.template.truncate
+    # a passage is cut only to fit a known context (passage_budget is None without one)
+    field = judge.template.truncate if judge.backend.context_tokens() is not None else None
     budgets: dict[tuple, int | None] = {}  # by the other fields' values: one query, one budget
     states = []
+    fallback, min_mass = judge.fallback, judge.spec.min_choice_mass if judge.mode == "logprobs" else None
     for pair, fields in items:
         values = dict(fields)
         cut = None
@@ -534,8 +560,7 @@ async def _run_judge(
                 budgets[others] = passage_budget(judge.template, judge.backend, values)
             values[field], cut = truncate_passage(values[field], budgets[others], judge.backend)
         stats.truncated += cut is not None
-        j = Judgment(judge.id, pair.qid, pair.docid, truncated=cut, fallback=judge.fallback,
-                     min_choice_mass=judge.spec.min_choice_mass if judge.mode == "logprobs" else None)
+        j = Judgment(judge.id, pair.qid, pair.docid, truncated=cut, fallback=fallback, min_choice_mass=min_mass)
         state = _PairState(pair, values, j)
         if cut is not None and cut["kept_chars"] == 0:  # nothing of the passage would be shown: never sent
             stats.no_room += 1
@@ -573,8 +598,8 @@ async def _run_judge(
     for index, step in enumerate(steps):
         pending = [(s, 0) for s in states if not s.done]
         while pending:
-            choices = step.choices(judge.template.scale)
-            requests = [(s, step, _request(judge, step, s.values, attempt, choices)) for s, attempt in pending]
+            render = judge.template.render_step
+            asks = [(s, attempt, render(step, s.values)) for s, attempt in pending]
             retry: list[tuple[_PairState, int]] = []
             answered: set[int] = set()
 
@@ -614,7 +639,7 @@ async def _run_judge(
                     settle(state)
 
             try:
-                await _run_calls(judge, requests, store, writer, reporter, stats, on_answer)
+                await _run_calls(judge, step, asks, store, writer, reporter, stats, on_answer)
             except LogprobsUnsupported as exc:
                 # the answers of this wave that came before stand; the rest are asked again, generated
                 judge._fall_back(str(exc) or "the server returned no logprobs")
