@@ -145,14 +145,15 @@ _REFUSED = "judgeblender_refused"
 # only in these codings, inflated up to the bound (decompression bombs stop there).
 _INFLATE = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
 _IDENTITY = ("", "identity")
+_HTTP1 = ("HTTP/1.1", "HTTP/1.0")
 
 
 async def _bound_body(response: Any) -> None:
     """httpx response hook (before the body is read): a body that may pass its bound is read
-    through _BoundedBody. An uncompressed HTTP/1 body whose Content-Length is within the bound is
-    left as it is: the HTTP/1 parser (h11) reads no byte past the Content-Length, and a
-    Transfer-Encoding would override it, so such a body is only framed by its length when no
-    Transfer-Encoding is sent (most answers: the wrapper cost about 20 us a call)."""
+    through _BoundedBody. An uncompressed HTTP/1 body with a Content-Length within the bound and
+    no Transfer-Encoding (which would override the length) is left as it is, since the HTTP/1
+    parser (h11) reads no byte past the Content-Length: most answers, which skip the wrapper's
+    async generator (tests/test_trust_bounds.py sends 2 MB past a Content-Length)."""
     headers = response.headers
     encoding = headers.get("content-encoding", "").strip().lower()
     bound = _BOUND.get()
@@ -164,9 +165,6 @@ async def _bound_body(response: Any) -> None:
     else:
         del headers["content-encoding"]  # inflated here, within the bound, not by httpx
     response.stream = _bounded_body_class()(response, bound, encoding)
-
-
-_HTTP1 = ("HTTP/1.1", "HTTP/1.0")
 
 
 @functools.lru_cache(maxsize=1)
@@ -351,6 +349,9 @@ class OpenAICompatBackend(Backend):
         self._runner: _LoopThread | None = None
         self._rng = random.Random()
         self._logprobs_answers = 0  # answers that carried logprobs
+        # the endpoint's full URL, made once as the SDK makes it from "/chat/completions" (given
+        # that relative path, it parses and joins URLs three times per call)
+        self._chat_url: str | None = None
 
     # --- identity -------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
@@ -417,10 +418,9 @@ class OpenAICompatBackend(Backend):
         )
         if getattr(client, "_platform", False) is None:
             client._platform = _sdk_platform()
-        # The endpoint's full URL, made as the SDK makes it from a relative one, once per client
-        # (the SDK parses and joins URLs three times per call given "/chat/completions").
-        prepare = getattr(client, "_prepare_url", None)
-        client.judgeblender_chat_url = str(prepare("/chat/completions")) if prepare else "/chat/completions"
+        if self._chat_url is None:  # the clients share the base URL
+            prepare = getattr(client, "_prepare_url", None)
+            self._chat_url = str(prepare("/chat/completions")) if prepare else "/chat/completions"
         return client
 
     def _state(self) -> _LoopState:
@@ -519,7 +519,7 @@ class OpenAICompatBackend(Backend):
             # typed parameters, which cost about as much client CPU as the HTTP exchange itself.
             _BOUND.set(bound)  # read by _bound_body in this task; every attempt sets its own
             post = client.post(
-                client.judgeblender_chat_url,
+                self._chat_url,
                 cast_to=object,
                 body={**body, **extra_body} if extra_body else body,
                 options={"headers": dict(_headers()[1])},  # the client's own timeout is timeout_s
@@ -634,11 +634,12 @@ def _sdk_platform() -> Any:
     """The platform the SDK names in its X-Stainless-OS header, found once per process.
 
     An AsyncOpenAI client finds it on its first request, in a thread (it may read files), and
-    every request that starts before the first finds it does the same: a backend's first wave
-    made one thread hop per call, and a run on a fresh event loop has fresh clients, so the
-    first request of a 64-call run reached the server 70-100 ms after the first call began.
-    Set on each client as it is made, the SDK finds it there. None (the SDK finds it as before)
-    where this SDK has no such function."""
+    every request that starts before the first has found it does the same. A run on a fresh
+    event loop has fresh clients, so its first wave made one thread hop per call (64 at
+    concurrency 64). Set on each client as it is made, the SDK finds it there, and a run hands
+    nothing to the loop's thread pool (tests/test_served_fast.py). The header itself is not sent
+    (_headers), but the SDK looks for the platform on every request. None (the SDK finds it as
+    before) where this SDK has no such function."""
     try:
         from openai._base_client import get_platform
     except ImportError:  # pragma: no cover - another SDK layout

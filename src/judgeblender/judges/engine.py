@@ -208,15 +208,15 @@ def _size(cut: dict[str, int | None]) -> str:
     return f"{cut['passage_chars']} characters"
 
 
-def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int,
-             choices: tuple[str, ...] | None = None) -> CallRequest:
-    """The call that asks `step` for one pair; `choices` is step.choices(scale), made once per wave."""
-    return _request_of(judge, step, judge.template.render_step(step, values), attempt, choices)
+def _request(judge: Judge, step: Step, values: dict[str, str], attempt: int) -> CallRequest:
+    """The call that asks `step` for one pair."""
+    return _request_of(judge, step, judge.template.render_step(step, values), attempt)
 
 
 def _request_of(judge: Judge, step: Step, prompt: tuple[str | None, str], attempt: int,
                 choices: tuple[str, ...] | None = None) -> CallRequest:
-    """_request from the step's rendered prompt (system, user)."""
+    """_request from the step's rendered prompt (system, user); `choices` is
+    step.choices(scale), which a wave makes once."""
     system, user = prompt
     messages = ((Message("system", system),) if system else ()) + (Message("user", user),)
     seed = judge.spec.seed + attempt
@@ -310,9 +310,9 @@ async def _run_calls(
     on_answer: Callable[[_PairState, StepOutcome | None, BackendError | None], None],
 ) -> None:
     """Ask `step` of each (pair, attempt, rendered prompt) in `asks`, answered from the store or
-    the model (`writer` commits to `store`, and is None without one). `on_answer(state, outcome, backend error)` sees each answer as it counts
-    (a model's once its row is committed), so the caller finishes the pair while other calls
-    are in flight.
+    the model (`writer` commits to `store`, and is None without one). `on_answer(state, outcome,
+    backend error)` sees each answer as it counts (a model's once its row is committed), so the
+    caller finishes the pair while other calls are in flight.
 
     A fixed pool of workers (the backend's concurrency) takes the requests in prompt order; each
     keys and looks up its request in the store only when it takes it, so the first calls go out
@@ -362,15 +362,12 @@ async def _run_calls(
     no_logprobs: list[LogprobsUnsupported] = []
     in_process = judge.backend.kind in IN_PROCESS
 
-    examples: dict[str, list[dict[str, Any]]] = {}  # by step id
+    examples = step_examples(judge.template, step) if step.output == "json" else None
 
     def outcome_of(i: int, result: CallResult, cached: bool) -> StepOutcome:
-        req = request(i)
-        if step.output == "json" and step.id not in examples:
-            examples[step.id] = step_examples(judge.template, step)
-        outcome = interpret(step, scale, req, result, judge.template.score_range, judge.spec.min_choice_mass,
-                            examples.get(step.id))
-        outcome.cached, outcome.attempt = cached, req.seed - judge.spec.seed
+        outcome = interpret(step, scale, request(i), result, judge.template.score_range,
+                            judge.spec.min_choice_mass, examples)
+        outcome.cached, outcome.attempt = cached, asks[i][1]
         if "worker" in result.extra:  # answered by a Ray worker (ray_executor): say which
             asks[i][0].judgment.workers.append({"step": step.id, "attempt": outcome.attempt,
                                                     **result.extra["worker"]})
