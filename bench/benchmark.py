@@ -32,6 +32,7 @@ import gzip
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -415,17 +416,23 @@ def served_case(spec: dict[str, Any]) -> dict[str, Any]:
     pairs = first_pairs(n)
     with answering_server(n, conc, repeats) as (server, port):
         opts = {"base_url": f"http://127.0.0.1:{port}/v1", "concurrency": conc, "timeout_s": 30}
-        rates, in_flight, cpu = [], [], []
+        rates, in_flight, cpu, writer_cpu = [], [], [], []
         for rep in range(repeats + 1):  # the first pass warms up connections and imports
             judge = Judge(JudgeSpec(model="openai:test-model", mode="logprobs", options=opts))
             store = CallStore(Path(tempfile.mkdtemp()) / "calls.sqlite") if spec.get("store") else None
             server.stdin.write("stats\n")
             server.stdin.flush()
             server.stdout.readline()
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
             c0, t0 = time.process_time(), time.perf_counter()
             run = judge_pairs([judge], pairs, queries, corpus, store=store)
             elapsed, used = time.perf_counter() - t0, time.process_time() - c0
             judge.close()
+            if store is not None:
+                store.close()  # its writer process ends: its CPU is in RUSAGE_CHILDREN from here
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if rep:
+                writer_cpu.append((after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime) / n * 1000)
             assert run.stats[judge.id].judged == n, run.stats[judge.id]
             server.stdin.write("stats\n")
             server.stdin.flush()
@@ -436,7 +443,8 @@ def served_case(spec: dict[str, Any]) -> dict[str, Any]:
                 cpu.append(used / n * 1000)
     ideal = conc / SERVED_DELAY_S
     return {"pairs_per_s": median(rates), "ideal": ideal, "fraction_of_ideal": median(rates) / ideal,
-            "rates": rates, "max_in_flight": max(in_flight), "client_cpu_ms_per_call": median(cpu), "n": n}
+            "rates": rates, "max_in_flight": max(in_flight), "client_cpu_ms_per_call": median(cpu),
+            "writer_cpu_ms_per_call": median(writer_cpu), "n": n}
 
 
 def served_sdk_case(spec: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,8 @@ after each case is recorded next to it):
   the openai SDK alone (AsyncOpenAI, 64 concurrent chat.completions) and the engine without a
   store, run alternately (store, SDK, no store, store, ...: benchmark.py's served and served_sdk
   cases, each in its own process with its own server and a warm-up pass); medians over the
-  repeats of the fraction of ideal (concurrency / delay) and of engine / SDK within a repeat.
+  repeats of the fraction of ideal (concurrency / delay) and of engine / SDK within a repeat;
+  with the store, also the CPU per call of the store's writer process (its rows are made there).
 The scripted backend records every request it answers (for tests' assertions); here that record
 is a deque of length 0, so it holds nothing the engine would not.
 """
@@ -179,6 +180,7 @@ def served_part(calls: int, concurrency: int, repeats: int) -> dict[str, Any]:
                       "pairs_per_s": med([r["pairs_per_s"] for r in rows]),
                       "client_cpu_ms_per_call": med([r["client_cpu_ms_per_call"] for r in rows])}
                for name, rows in runs.items()}
+    summary["store"]["writer_cpu_ms_per_call"] = med([r["writer_cpu_ms_per_call"] for r in runs["store"]])
     for name in ("store", "no_store"):
         summary[name]["of_sdk"] = med([a["pairs_per_s"] / b["pairs_per_s"] for a, b in zip(runs[name], runs["sdk"])])
     return {"calls": calls, "concurrency": concurrency, "delay_s": benchmark.SERVED_DELAY_S, "repeats": repeats,

@@ -261,13 +261,13 @@ def test_a_write_interrupted_while_it_waits_leaves_no_answer_for_the_next_write_
     with CallStore(tmp_path / "s.sqlite") as store:
         store.write_in_child()
         store.put_many(calls[:1])
-        real = writer._receive
+        real = writer._wait_readable
 
-        def interrupted(fh):
-            monkeypatch.setattr(writer, "_receive", real)
+        def interrupted(fd):
+            monkeypatch.setattr(writer, "_wait_readable", real)
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(writer, "_receive", interrupted)
+        monkeypatch.setattr(writer, "_wait_readable", interrupted)
         with pytest.raises(KeyboardInterrupt):
             store.put_many(calls[1:2])
         with pytest.raises(sqlite3.OperationalError, match="no such table"):

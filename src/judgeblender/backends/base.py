@@ -28,6 +28,9 @@ class Backend(ABC):
     supports_logprobs: bool = False
     # How many calls may be in flight at once (1 for an embedded model).
     max_concurrency: int = 1
+    # Answers come over the network while this process waits: its event loop's CPU bounds the
+    # rate, so the engine has the store's rows made and written in a process of their own.
+    served: bool = False
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:

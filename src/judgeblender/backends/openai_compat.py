@@ -287,6 +287,7 @@ class _LoopThread:
 
 class OpenAICompatBackend(Backend):
     kind = "openai"
+    served = True
     supports_logprobs = True  # the server decides at call time (LogprobsUnsupported)
 
     def __init__(

@@ -5,7 +5,8 @@ and revision), the rendered messages and every decoding setting. Each finished c
 is committed at once (WAL journal), so a killed run loses only its in-flight calls and a
 re-run finds the rest here instead of calling the model again. API keys are never part of a
 request or identity, so they never reach this file. Under Ray the writes run in a process of
-their own (`write_in_child`, store/writer.py), off the driver's CPU; reads stay here.
+their own (`write_in_child`, store/writer.py), off the driver's CPU, and a served run's rows are
+made and written there too (`put_many_later`), off its event loop; reads stay here.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..fileio import atomic_write_text
 from ..hashing import sha256_file
 from .compact import CALLS_INSERT, JUDGMENTS_INSERT, Texts, iso, text_id, unix_now
 from .migrations import COMPACT_VERSION, MIGRATIONS
-from .writer import JUDGMENTS, StoreWriter
+from .writer import JUDGMENTS, RESULTS, StoreWriter, reply_error
 
 
 def _now() -> str:
@@ -240,6 +241,55 @@ class CallStore:
             return out
 
         self.new_calls += self._write(CALLS_INSERT, rows, None if judgments is None else (*judgments, now))
+
+    def put_many_later(self, calls: list[tuple[str, str, dict[str, Any], CallRequest, CallResult,
+                                              dict[str, Any] | None]],
+                       judgments: tuple[str, Iterable[tuple[str, str, dict[str, Any]]]] | None,
+                       done: Callable[[BaseException | None], None]) -> None:
+        """put_many for an event loop that must not spend its CPU on rows (a served run): the
+        calls go as they are to the writer process (started the first time), which makes their
+        rows, exactly as put_many makes them, and commits them with `judgments` in one
+        transaction. `done(None)` is called in the running loop once they are committed, or
+        `done(error)` with the error put_many would have raised; `wait_writes` waits for every
+        `done` still to come."""
+        now = unix_now()
+        identities: dict[int, str] = {}
+        rows = []
+        for key, backend, identity, request, result, parsed in calls:
+            ident = identities.get(id(identity))
+            if ident is None:
+                ident = identities[id(identity)] = canonical_json(identity)
+            rows.append((key, backend, ident, request, result, canonical_json(parsed) if parsed is not None else None))
+        message: list[tuple] = [(RESULTS, rows, now, self.redact_passages)] if rows else []
+        if judgments is not None:
+            message.append((JUDGMENTS, judgments[0], list(judgments[1]), now))
+        with self._lock:
+            self.write_in_child()
+            writer = self._writer
+            assert writer is not None
+            proc = writer.proc
+
+            def on_reply(reply: Any) -> None:
+                exc = reply_error(reply, proc)
+                if exc is None:
+                    self.new_calls += len(rows)
+                    done(None)
+                else:
+                    done(self._write_failure(exc))
+
+            writer.submit(message, on_reply)
+
+    def wait_writes(self) -> None:
+        """Return once every write sent to the writer process has been answered (put_many_later)."""
+        with self._lock:
+            if self._writer is not None:
+                self._writer.wait()
+
+    def _write_failure(self, exc: sqlite3.Error) -> Exception:
+        """The error a failed write raises: naming this store."""
+        if isinstance(exc, sqlite3.OperationalError):  # disk full, read-only, the writer gone
+            return JudgeblenderError(f"{self.path}: cannot write to the store ({exc})")
+        return store_error(self.path, exc)  # type: ignore[arg-type]
 
     def row_hint(self, request: CallRequest, identity_id: int) -> tuple[int | None, int | None] | None:
         """What a Ray worker needs to make this call's row parts (Texts.row_hint: the dictionary

@@ -20,22 +20,35 @@ not the driver's.
   driver gone).
 - Messages are length-prefixed pickles over the child's stdin and stdout, between two processes
   of the same user on one machine.
+
+A served run (an OpenAI-compatible backend, not under Ray) uses the same child differently
+(`submit`): its event loop sends the answers as they are (RESULTS: key, request, result, parsed
+label) and goes on; the child makes the rows (compact.Texts.encode_result, the JSON and deflate
+that were about 100 us of the loop's CPU per call, against 5-7 us to pickle the answer) and
+commits them, and its reply is read by the loop's reader when it comes, which is when those
+answers count. The loop's CPU is what holds a served run below the client's limit (issue 23
+part 4): each millisecond it spends is a millisecond an arrived answer waits to be read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pickle
+import select
 import signal
 import sqlite3
 import struct
 import subprocess
 import sys
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 _HEAD = struct.Struct("<Q")
 JUDGMENTS = "judgments"  # an instruction: a judge's judgments as records, encoded by the child
+RESULTS = "results"  # an instruction: answers as the engine has them, their rows made by the child
 
 
 def _send(fh: BinaryIO, obj: Any) -> None:
@@ -54,16 +67,39 @@ def _receive(fh: BinaryIO) -> Any:
     return pickle.loads(data) if len(data) == size else None
 
 
+def _wait_readable(fd: int) -> None:
+    """Block until `fd` has something to read (or its end)."""
+    select.select([fd], [], [])
+
+
 class WriterGone(sqlite3.OperationalError):
     """The writer process ended (killed, or out of memory) before it answered."""
 
 
+def reply_error(reply: Any, proc: subprocess.Popen) -> sqlite3.Error | None:
+    """The error a reply stands for: None for "ok", WriterGone for no reply (the child ended),
+    else the child's SQLite error as this process's sqlite3 would have raised it."""
+    if reply == "ok":
+        return None
+    if reply is None:
+        return WriterGone(f"the store's writer process ended (exit status {proc.poll()})")
+    kind, text, name = reply
+    exc = (sqlite3.OperationalError if kind == "OperationalError" else sqlite3.DatabaseError)(text)
+    exc.sqlite_errorname = name  # type: ignore[attr-defined]
+    return exc
+
+
 class StoreWriter:
-    """The driver's end: one child process writing to the store at `path`."""
+    """The driver's end: one child process writing to the store at `path`. Each message is one
+    transaction and gets one reply, in order: `write` waits for its own; `submit` leaves it to the
+    running event loop's reader (or to `wait`)."""
 
     def __init__(self, path: Path):
         self.path = path
         self.proc = self._start()
+        self._inbox = bytearray()
+        self._waiting: deque[Callable[[Any], None]] = deque()  # one per message sent, in order
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop whose reader takes replies
 
     def _start(self) -> subprocess.Popen:
         import judgeblender
@@ -71,72 +107,147 @@ class StoreWriter:
         env = dict(os.environ)
         package_root = str(Path(judgeblender.__file__).resolve().parents[1])  # the child imports this checkout
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-        return subprocess.Popen([sys.executable, "-c", "from judgeblender.store.writer import main; main()",
+        proc = subprocess.Popen([sys.executable, "-c", "from judgeblender.store.writer import main; main()",
                                  str(self.path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        os.set_blocking(proc.stdout.fileno(), False)  # type: ignore[union-attr]
+        return proc
+
+    def submit(self, statements: list[tuple], on_reply: Callable[[Any], None]) -> None:
+        """Send one transaction; `on_reply(reply)` gets "ok", the child's SQLite error or None (the
+        child ended: see reply_error) once it answers: from the running event loop's reader, or
+        from `wait`. Answers come in the order the messages went."""
+        self._waiting.append(on_reply)
+        try:
+            _send(self.proc.stdin, statements)  # type: ignore[arg-type]
+        except (BrokenPipeError, OSError):
+            self._gone()
+            return
+        except BaseException:  # interrupted part-way through the message: the pipe is no longer framed
+            self._replace()
+            raise
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if self._loop is not loop:
+            self._unwatch()
+            loop.add_reader(self.proc.stdout.fileno(), self._read)  # type: ignore[union-attr]
+            self._loop = loop
+
+    def wait(self) -> None:
+        """Return once every message sent has its answer (each handed to its `on_reply`)."""
+        while self._waiting:
+            _wait_readable(self.proc.stdout.fileno())  # type: ignore[union-attr]
+            self._read()
 
     def write(self, statements: list[tuple]) -> None:
         """Runs the statements in one transaction; returns once it is committed."""
+        replies: list[Any] = []
+        self.submit(statements, replies.append)
         try:
-            _send(self.proc.stdin, statements)  # type: ignore[arg-type]
-            reply = _receive(self.proc.stdout)  # type: ignore[arg-type]
-        except (BrokenPipeError, OSError):
-            reply = None
+            self.wait()  # the earlier messages' answers first, handed to their waiters
         except BaseException:  # interrupted (Ctrl+C): this message's answer may never be read
             self._replace()
             raise
-        if reply is None:
-            raise WriterGone(f"the store's writer process ended (exit status {self.proc.poll()})")
-        if reply != "ok":
-            kind, text, name = reply
-            exc = (sqlite3.OperationalError if kind == "OperationalError" else sqlite3.DatabaseError)(text)
-            exc.sqlite_errorname = name  # type: ignore[attr-defined]
+        exc = reply_error(replies[0], self.proc)
+        if exc is not None:
             raise exc
+
+    def _read(self) -> None:
+        """Take what the child has sent, and hand each whole reply to its waiter."""
+        try:
+            data = os.read(self.proc.stdout.fileno(), 1 << 16)  # type: ignore[union-attr]
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._gone()
+            return
+        inbox = self._inbox
+        inbox += data
+        while len(inbox) >= _HEAD.size:
+            (size,) = _HEAD.unpack_from(inbox)
+            if len(inbox) < _HEAD.size + size:
+                break
+            reply = pickle.loads(inbox[_HEAD.size:_HEAD.size + size])
+            del inbox[:_HEAD.size + size]
+            self._waiting.popleft()(reply)
+
+    def _unwatch(self) -> None:
+        if self._loop is not None:
+            if not self._loop.is_closed():
+                self._loop.remove_reader(self.proc.stdout.fileno())  # type: ignore[union-attr]
+            self._loop = None
+
+    def _gone(self) -> None:
+        """The child ended (or its pipe broke): every message still waiting gets no answer."""
+        self._unwatch()
+        waiting, self._waiting = self._waiting, deque()
+        for on_reply in waiting:
+            on_reply(None)
 
     def _replace(self) -> None:
         """A new child with a clean pipe, so no later write reads an earlier one's answer. The old
         child finishes its transaction (committed or not: the caller counted none of its rows, and a
-        resume finds what was committed) and ends with its pipe."""
-        old, self.proc = self.proc, self._start()
+        resume finds what was committed) and ends with its pipe; what waited on it gets no answer."""
+        old = self.proc
+        self._unwatch()
+        waiting, self._waiting = self._waiting, deque()
+        self._inbox = bytearray()
+        self.proc = self._start()
         for pipe in (old.stdin, old.stdout):
             try:
                 pipe.close()  # type: ignore[union-attr]
             except OSError:
                 pass
+        for on_reply in waiting:
+            on_reply(None)
 
     def close(self) -> None:
         try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()  # type: ignore[union-attr]
+            self.wait()
+        finally:
+            self._unwatch()
+            try:
+                self.proc.stdin.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc.stdout.close()  # type: ignore[union-attr]
 
 
 def serve(path: str, requests: BinaryIO, replies: BinaryIO) -> None:
     """The child's loop: each message one transaction, until the pipe closes."""
-    from .compact import JUDGMENTS_INSERT, Texts
+    from .compact import CALLS_INSERT, JUDGMENTS_INSERT, Texts
 
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("PRAGMA busy_timeout=60000")
+    texts = Texts(db)  # what this connection has stored, forgotten with a rolled back transaction
     while (statements := _receive(requests)) is not None:
         try:
             db.execute("BEGIN IMMEDIATE")
             for instruction in statements:
                 if instruction[0] == JUDGMENTS:
                     _, judge_id, records, now = instruction
-                    texts = Texts(db)
                     db.executemany(JUDGMENTS_INSERT, [texts.encode_judgment(judge_id, qid, docid, record, now)
                                                       for qid, docid, record in records])
+                elif instruction[0] == RESULTS:
+                    _, calls, now, redact = instruction
+                    db.executemany(CALLS_INSERT, [
+                        texts.encode_result(key, backend, identity, request, result, parsed, now, redact=redact)
+                        for key, backend, identity, request, result, parsed in calls])
                 else:
                     db.executemany(*instruction)
             db.execute("COMMIT")
             reply: Any = "ok"
         except sqlite3.Error as exc:
+            texts = Texts(db)
             if db.in_transaction:
                 db.execute("ROLLBACK")
             reply = (type(exc).__name__, str(exc), getattr(exc, "sqlite_errorname", ""))
