@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
@@ -594,7 +595,8 @@ async def _run_judge(
     label_steps = {st.id for st in steps if st.output in ("label", "json")}
     retries_allowed = 1 if judge.spec.invalid_policy == "retry-once" else 0
     # a served model's rows are made and written off the event loop, whose CPU bounds its rate
-    later = judge.backend.served and getattr(judge.backend, "store_rows", None) is None
+    # (the loop reads the writer's pipe: POSIX only, not Windows' proactor loop)
+    later = judge.backend.served and getattr(judge.backend, "store_rows", None) is None and os.name == "posix"
     writer = _GroupCommit(store, judge.id, later) if store else None
     position = {id(state): k for k, state in enumerate(states)}
 
