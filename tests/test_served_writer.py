@@ -9,15 +9,24 @@ a real writer process, the test OpenAI server on 127.0.0.1.
   the store, and the writer goes on with the next.
 - A writer killed in the middle of a served run ends the run with an error naming the store;
   what counted is in the store, and the same run again asks only for the rest.
+- A driver killed with commits sent and not yet answered loses none of them: the writer commits
+  what it was sent, to the end of its pipe.
+- A commit that cannot even be sent fails the run, never leaves it waiting; a writer whose pipe
+  is numbered past 1,024 (a driver with many connections open) still answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import resource
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from openai_server import OpenAITestServer
@@ -161,3 +170,66 @@ def test_a_writer_killed_mid_run_ends_the_run_naming_the_store_and_the_rerun_ask
             assert store.count_calls() == 60
         assert server.request_count - asked == 60 - kept  # what was stored is not asked again
     assert all(j.label == 2 for j in next(iter(run.judgments.values())).values())
+
+
+KILLED_DRIVER = """
+import os, signal, sys
+from test_ray_rows import calls_and_judgments
+from judgeblender.store import CallStore
+calls, _ = calls_and_judgments(200)
+store = CallStore(sys.argv[1])
+store.write_in_child()
+for k in range(0, 200, 5):  # 40 commits sent as a served loop sends them, none of their answers read
+    store.put_many_later(calls[k:k + 5], None, lambda exc: None)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_driver_killed_with_commits_unanswered_loses_none_of_them(tmp_path):
+    tests = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent / "src"), str(tests)])}
+    path = tmp_path / "s.sqlite"
+    done = subprocess.run([sys.executable, "-c", KILLED_DRIVER, str(path)], env=env, timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    deadline = time.monotonic() + 60
+    while True:  # the writer goes on after the driver, to the end of what it was sent
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            n = db.execute("SELECT count(*) FROM calls").fetchone()[0]
+        if n == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert n == 200
+
+
+@pytest.mark.timeout(120)
+def test_a_commit_that_cannot_be_sent_fails_the_run_instead_of_leaving_it_waiting(tmp_path, monkeypatch):
+    queries, corpus, pairs = inputs(20)
+
+    def cannot(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(CallStore, "put_many_later", cannot)
+    with OpenAITestServer(answers="2") as server:
+        with CallStore(tmp_path / "s.sqlite") as store:
+            with pytest.raises(OSError, match="Too many open files"):
+                judge_pairs([judge_for(server, concurrency=4)], pairs, queries, corpus, store=store)
+            assert store.count_calls() == 0
+
+
+def test_a_writer_whose_pipe_is_numbered_past_1024_still_answers(tmp_path):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2048:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        calls, _ = calls_and_judgments(3)
+        with CallStore(tmp_path / "s.sqlite") as store:
+            store.write_in_child()
+            assert store._writer.proc.stdout.fileno() >= 1024
+            store.put_many(calls)  # a synchronous write (as under Ray) waits on that pipe
+            assert store.count_calls() == 3
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -388,9 +388,13 @@ async def _run_calls(
         async def settle(everything: bool) -> None:
             while unsettled and (everything or unsettled[0][0].done() or len(unsettled) >= GROUP):
                 done, i, outcome = unsettled.popleft()
-                if not done.done() and writer is not None:
-                    writer.hurry()  # this worker waits on the commit: make it now
-                await done  # the store's error, if the commit failed
+                if not done.done():
+                    if writer is not None:
+                        writer.hurry()  # this worker waits on the commit: make it now
+                    # the commit's future is shared by its rows' workers: one cancelled worker
+                    # must not cancel it for the others
+                    await asyncio.shield(done)
+                done.result()  # the store's error, if the commit failed
                 stats.calls_made += 1
                 count(i, outcome)
                 reporter.advance(outcome.value is None)
@@ -518,7 +522,12 @@ class _GroupCommit:
         also = (self.judge_id, judgments) if judgments else None
         if self.later:
             if batch or also is not None:
-                self.store.put_many_later(batch, also, lambda exc: self._settle(done, exc))
+                try:
+                    self.store.put_many_later(batch, also, lambda exc: self._settle(done, exc))
+                except BaseException as exc:  # not sent (the writer could not be started, or reached)
+                    self._settle(done, exc)
+                    if not isinstance(exc, Exception):
+                        raise
             return
         try:
             if batch:

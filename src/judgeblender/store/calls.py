@@ -264,7 +264,8 @@ class CallStore:
         if judgments is not None:
             message.append((JUDGMENTS, judgments[0], list(judgments[1]), now))
         with self._lock:
-            self.write_in_child()
+            if self._writer is None:
+                self.write_in_child()
             writer = self._writer
             assert writer is not None
             proc = writer.proc
@@ -307,6 +308,9 @@ class CallStore:
     def write_in_child(self) -> None:
         """From now on, rows go to the store through a process of its own (store.writer): the
         SQLite work leaves this process, whose CPU bounds a Ray driver. Reads stay here."""
+        if self._writer is not None and self._writer.proc.poll() is not None:
+            self._writer.close()  # it ended (its last write failed, naming the store): a new one
+            self._writer = None
         if self._writer is None:
             self._writer = StoreWriter(self.path)
 

@@ -17,7 +17,8 @@ not the driver's.
   were the next largest part of the driver's store cost), exactly as the driver encodes them.
 - The child ignores SIGINT and SIGTERM (Ctrl+C reaches the whole process group): the driver
   decides when a run stops; the child ends when its pipe closes (the store closed, or the
-  driver gone).
+  driver gone), having committed every message it was sent: a served driver sends without
+  waiting, so a killed one may leave several in the pipe, and their answers stay stored.
 - Messages are length-prefixed pickles over the child's stdin and stdout, between two processes
   of the same user on one machine.
 
@@ -51,9 +52,13 @@ JUDGMENTS = "judgments"  # an instruction: a judge's judgments as records, encod
 RESULTS = "results"  # an instruction: answers as the engine has them, their rows made by the child
 
 
-def _send(fh: BinaryIO, obj: Any) -> None:
+def _frame(obj: Any) -> bytes:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    fh.write(_HEAD.pack(len(data)) + data)
+    return _HEAD.pack(len(data)) + data
+
+
+def _send(fh: BinaryIO, obj: Any) -> None:
+    fh.write(_frame(obj))
     fh.flush()
 
 
@@ -68,12 +73,20 @@ def _receive(fh: BinaryIO) -> Any:
 
 
 def _wait_readable(fd: int) -> None:
-    """Block until `fd` has something to read (or its end)."""
-    select.select([fd], [], [])
+    """Block until `fd` has something to read (or its end). poll, not select: select refuses a
+    descriptor numbered 1024 or more, which a driver with many connections open may get."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    poller.poll()
 
 
 class WriterGone(sqlite3.OperationalError):
     """The writer process ended (killed, or out of memory) before it answered."""
+
+
+# what a message waiting on a writer that was replaced gets: its rows may or may not be committed
+# (the old writer finishes what it has read), and they do not count
+_REPLACED = ("OperationalError", "interrupted before the store's writer process confirmed the write", "")
 
 
 def reply_error(reply: Any, proc: subprocess.Popen) -> sqlite3.Error | None:
@@ -116,13 +129,15 @@ class StoreWriter:
         """Send one transaction; `on_reply(reply)` gets "ok", the child's SQLite error or None (the
         child ended: see reply_error) once it answers: from the running event loop's reader, or
         from `wait`. Answers come in the order the messages went."""
+        data = _frame(statements)  # a message that cannot be pickled fails here, before anything is sent
         self._waiting.append(on_reply)
         try:
-            _send(self.proc.stdin, statements)  # type: ignore[arg-type]
-        except (BrokenPipeError, OSError):
+            self.proc.stdin.write(data)  # type: ignore[union-attr]
+            self.proc.stdin.flush()  # type: ignore[union-attr]
+        except BrokenPipeError:  # the writer has ended
             self._gone()
             return
-        except BaseException:  # interrupted part-way through the message: the pipe is no longer framed
+        except BaseException:  # interrupted or failed part-way through the message: the pipe is no longer framed
             self._replace()
             raise
         try:
@@ -154,25 +169,33 @@ class StoreWriter:
             raise exc
 
     def _read(self) -> None:
-        """Take what the child has sent, and hand each whole reply to its waiter."""
+        """Take what the child has sent, and hand each whole reply to its waiter. Interrupted
+        part-way (Ctrl+C), the replies could no longer be matched to their messages: the child
+        is replaced, and what waited on it does not count."""
+        replies = []
         try:
-            data = os.read(self.proc.stdout.fileno(), 1 << 16)  # type: ignore[union-attr]
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
+            try:
+                data = os.read(self.proc.stdout.fileno(), 1 << 16)  # type: ignore[union-attr]
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if data:
+                inbox = self._inbox
+                inbox += data
+                while len(inbox) >= _HEAD.size:
+                    (size,) = _HEAD.unpack_from(inbox)
+                    if len(inbox) < _HEAD.size + size:
+                        break
+                    replies.append(pickle.loads(inbox[_HEAD.size:_HEAD.size + size]))
+                    del inbox[:_HEAD.size + size]
+        except BaseException:
+            self._replace()
+            raise
+        for reply in replies:
+            self._waiting.popleft()(reply)
         if not data:
             self._gone()
-            return
-        inbox = self._inbox
-        inbox += data
-        while len(inbox) >= _HEAD.size:
-            (size,) = _HEAD.unpack_from(inbox)
-            if len(inbox) < _HEAD.size + size:
-                break
-            reply = pickle.loads(inbox[_HEAD.size:_HEAD.size + size])
-            del inbox[:_HEAD.size + size]
-            self._waiting.popleft()(reply)
 
     def _unwatch(self) -> None:
         if self._loop is not None:
@@ -195,14 +218,16 @@ class StoreWriter:
         self._unwatch()
         waiting, self._waiting = self._waiting, deque()
         self._inbox = bytearray()
-        self.proc = self._start()
-        for pipe in (old.stdin, old.stdout):
-            try:
-                pipe.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
-        for on_reply in waiting:
-            on_reply(None)
+        try:
+            for pipe in (old.stdin, old.stdout):
+                try:
+                    pipe.close()  # type: ignore[union-attr]
+                except OSError:
+                    pass
+            self.proc = self._start()  # if this fails, the next write finds the old pipe closed
+        finally:
+            for on_reply in waiting:
+                on_reply(_REPLACED)
 
     def close(self) -> None:
         try:
@@ -229,6 +254,7 @@ def serve(path: str, requests: BinaryIO, replies: BinaryIO) -> None:
     db.execute("PRAGMA synchronous=NORMAL")
     db.execute("PRAGMA busy_timeout=60000")
     texts = Texts(db)  # what this connection has stored, forgotten with a rolled back transaction
+    replying = True
     while (statements := _receive(requests)) is not None:
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -251,10 +277,11 @@ def serve(path: str, requests: BinaryIO, replies: BinaryIO) -> None:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             reply = (type(exc).__name__, str(exc), getattr(exc, "sqlite_errorname", ""))
-        try:
-            _send(replies, reply)
-        except BrokenPipeError:  # the driver is gone: nothing waits for the answer
-            break
+        if replying:
+            try:
+                _send(replies, reply)
+            except BrokenPipeError:  # the driver is gone: commit what it sent all the same, to its end
+                replying = False
     db.close()
 
 
