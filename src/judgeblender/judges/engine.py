@@ -520,16 +520,11 @@ class _GroupCommit:
         done, self.committed = self.committed, None
         judgments, self.judgments = self.judgments, []
         also = (self.judge_id, judgments) if judgments else None
-        if self.later:
-            if batch or also is not None:
-                try:
-                    self.store.put_many_later(batch, also, lambda exc: self._settle(done, exc))
-                except BaseException as exc:  # not sent (the writer could not be started, or reached)
-                    self._settle(done, exc)
-                    if not isinstance(exc, Exception):
-                        raise
-            return
         try:
+            if self.later:  # committed when the writer says so (_settle then); a send can fail here
+                if batch or also is not None:
+                    self.store.put_many_later(batch, also, lambda exc: self._settle(done, exc))
+                return
             if batch:
                 self.store.put_many(batch, also)
             elif also is not None:
@@ -604,8 +599,9 @@ async def _run_judge(
     label_steps = {st.id for st in steps if st.output in ("label", "json")}
     retries_allowed = 1 if judge.spec.invalid_policy == "retry-once" else 0
     # a served model's rows are made and written off the event loop, whose CPU bounds its rate
-    # (the loop reads the writer's pipe: POSIX only, not Windows' proactor loop)
-    later = judge.backend.served and getattr(judge.backend, "store_rows", None) is None and os.name == "posix"
+    # (the loop reads the writer's pipe: POSIX only, not Windows' proactor loop). Under Ray
+    # (not `served`) the workers make the rows' costly parts instead.
+    later = judge.backend.served and os.name == "posix"
     writer = _GroupCommit(store, judge.id, later) if store else None
     position = {id(state): k for k, state in enumerate(states)}
 

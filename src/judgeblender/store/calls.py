@@ -31,6 +31,20 @@ from .migrations import COMPACT_VERSION, MIGRATIONS
 from .writer import JUDGMENTS, RESULTS, StoreWriter, reply_error
 
 
+def _as_json(calls: list[tuple[str, str, dict[str, Any], CallRequest, CallResult, dict[str, Any] | None]]
+             ) -> list[tuple[str, str, str, CallRequest, CallResult, str | None]]:
+    """Calls as put_many takes them, with their identity and parsed label as the JSON a row holds
+    (Texts.encode_result takes them so): a batch's calls share their identity dict, one JSON each."""
+    identities: dict[int, str] = {}
+    out = []
+    for key, backend, identity, request, result, parsed in calls:
+        ident = identities.get(id(identity))
+        if ident is None:
+            ident = identities[id(identity)] = canonical_json(identity)
+        out.append((key, backend, ident, request, result, canonical_json(parsed) if parsed is not None else None))
+    return out
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -229,16 +243,9 @@ class CallStore:
         now = unix_now()  # one transaction, one time
 
         def rows() -> list[tuple]:
-            out = []
-            identities: dict[int, str] = {}  # a batch's calls share their identity dict: one JSON each
-            for key, backend, identity, request, result, parsed in calls:
-                ident = identities.get(id(identity))
-                if ident is None:
-                    ident = identities[id(identity)] = canonical_json(identity)
-                parsed_json = canonical_json(parsed) if parsed is not None else None
-                out.append(self._texts.encode_result(key, backend, ident, request, result, parsed_json, now,
-                                                     redact=self.redact_passages))
-            return out
+            return [self._texts.encode_result(key, backend, ident, request, result, parsed, now,
+                                              redact=self.redact_passages)
+                    for key, backend, ident, request, result, parsed in _as_json(calls)]
 
         self.new_calls += self._write(CALLS_INSERT, rows, None if judgments is None else (*judgments, now))
 
@@ -253,13 +260,7 @@ class CallStore:
         `done(error)` with the error put_many would have raised; `wait_writes` waits for every
         `done` still to come."""
         now = unix_now()
-        identities: dict[int, str] = {}
-        rows = []
-        for key, backend, identity, request, result, parsed in calls:
-            ident = identities.get(id(identity))
-            if ident is None:
-                ident = identities[id(identity)] = canonical_json(identity)
-            rows.append((key, backend, ident, request, result, canonical_json(parsed) if parsed is not None else None))
+        rows = _as_json(calls)
         message: list[tuple] = [(RESULTS, rows, now, self.redact_passages)] if rows else []
         if judgments is not None:
             message.append((JUDGMENTS, judgments[0], list(judgments[1]), now))
@@ -341,7 +342,7 @@ class CallStore:
                 self._texts.deferred = None
             except sqlite3.OperationalError as exc:  # disk full, read-only: say which file
                 self.rollback()
-                raise JudgeblenderError(f"{self.path}: cannot write to the store ({exc})") from None
+                raise self._write_failure(exc) from None
             except BaseException:
                 self.rollback()
                 raise

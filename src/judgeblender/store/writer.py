@@ -159,11 +159,9 @@ class StoreWriter:
         """Runs the statements in one transaction; returns once it is committed."""
         replies: list[Any] = []
         self.submit(statements, replies.append)
-        try:
-            self.wait()  # the earlier messages' answers first, handed to their waiters
-        except BaseException:  # interrupted (Ctrl+C): this message's answer may never be read
-            self._replace()
-            raise
+        # the earlier messages' answers first, handed to their waiters; interrupted (Ctrl+C), this
+        # message's answer stays queued for its own waiter, so a later write never takes it
+        self.wait()
         exc = reply_error(replies[0], self.proc)
         if exc is not None:
             raise exc
@@ -211,9 +209,10 @@ class StoreWriter:
             on_reply(None)
 
     def _replace(self) -> None:
-        """A new child with a clean pipe, so no later write reads an earlier one's answer. The old
+        """A new child with a clean pipe, for a pipe no longer framed (a message cut off part-way,
+        a read interrupted part-way), so no later write reads an earlier one's answer. The old
         child finishes its transaction (committed or not: the caller counted none of its rows, and a
-        resume finds what was committed) and ends with its pipe; what waited on it gets no answer."""
+        resume finds what was committed) and ends with its pipe; what waited on it gets _REPLACED."""
         old = self.proc
         self._unwatch()
         waiting, self._waiting = self._waiting, deque()
