@@ -36,6 +36,35 @@ class InputError(JudgeblenderError):
         super().__init__(msg)
 
 
+_NOTHING = object()
+
+
+def shown(value: object, limit: int = 120) -> str:
+    """`repr(value)`, shortened past `limit` characters with a visible marker and the full length,
+    so a quoted input can be cut but the message around it never is."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 20]}... [{len(text)} characters]"
+
+
+class ArgumentError(JudgeblenderError, ValueError):
+    """A bad argument to a Python call (or a CLI option): names the argument, what was expected
+    and what was given. The argument form of `InputError`; a `ValueError` too, so code that caught
+    the bare `ValueError` raised before keeps working."""
+
+    def __init__(self, argument: str, expected: str, got: object = _NOTHING, *, hint: str = ""):
+        self.argument = argument
+        self.expected = expected
+        self.got = None if got is _NOTHING else got
+        msg = f"{argument}: expected {expected}"
+        if got is not _NOTHING:
+            msg += f", got {shown(got)}"
+        if hint:
+            msg += f"; {hint}"
+        super().__init__(msg)
+
+
 class MissingItemsError(JudgeblenderError):
     """Pairs reference queries or passages that the inputs do not contain."""
 
