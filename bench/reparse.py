@@ -18,9 +18,9 @@ A stored answer is read on its step's scale: the request's prompt is matched aga
 built-in templates' steps (sun-two-step's grade step is 1-3); an answer of an unknown prompt
 or from the tests is read on 0-3, a JSON-looking one from the tests also as a verdict of the
 built-in rubrics' schema on [0, 1]. Yes/no answers are compared with the base's yes/no parser;
-free-text steps are counted but not compared. The old parsers are the base's src/judgeblender/parse/{labels,verdict}.py, with
-what they import from the base (`git archive BASE`), loaded as a temporary package beside
-this tree's.
+free-text steps are counted but not compared. The old parsers are the base's
+src/judgeblender/parse/{labels,verdict,yesno}.py, with what they import from the base
+(`git archive BASE`), loaded as a temporary package beside this tree's.
 """
 
 from __future__ import annotations
