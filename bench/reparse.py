@@ -17,20 +17,23 @@ Answers come from
 A stored answer is read on its step's scale: the request's prompt is matched against the
 built-in templates' steps (sun-two-step's grade step is 1-3); an answer of an unknown prompt
 or from the tests is read on 0-3, a JSON-looking one from the tests also as a verdict of the
-built-in rubrics' schema on [0, 1]. Yes/no steps are counted but not compared (that parser is
-unchanged). The old parsers are the base's src/judgeblender/parse/{labels,verdict}.py
-(`git show BASE:...`), loaded as temporary modules beside this tree's.
+built-in rubrics' schema on [0, 1]. Yes/no answers are compared with the base's yes/no parser;
+free-text steps are counted but not compared. The old parsers are the base's
+src/judgeblender/parse/{labels,verdict,yesno}.py, with what they import from the base
+(`git archive BASE`), loaded as a temporary package beside this tree's.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import importlib.util
+import importlib
+import io
 import json
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -40,6 +43,7 @@ from typing import Any
 from judgeblender.judges.engine import step_examples
 from judgeblender.parse.labels import parse_grade
 from judgeblender.parse.verdict import parse_verdict
+from judgeblender.parse.yesno import parse_yesno
 from judgeblender.prompts import PromptTemplate, Step, list_templates
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,19 +63,25 @@ class Answer:
 
 
 def load_base(base: str, tmp: Path) -> tuple[Any, Any]:
-    """The base's label and verdict parsers, as modules named old_labels and old_verdict."""
-    modules = []
-    for name in ("labels", "verdict"):
-        source = subprocess.run(["git", "-C", str(ROOT), "show", f"{base}:src/judgeblender/parse/{name}.py"],
-                                check=True, capture_output=True, text=True).stdout
-        path = tmp / f"old_{name}.py"
-        path.write_text(source, encoding="utf-8")
-        spec = importlib.util.spec_from_file_location(f"old_{name}", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        modules.append(module)
-    return modules[0], modules[1]
+    """The base's label and verdict parsers (its parse.labels and parse.verdict modules).
+
+    The base's whole src/judgeblender is unpacked under tmp as a package of another name
+    (old_judgeblender), so the parsers' relative imports (verdict.py's `.labels`, a screen's
+    `..errors`) resolve to the base's own modules, never this tree's; its top-level __init__ is
+    left empty, so only what the parsers import is loaded."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", base, "src/judgeblender"],
+                             check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tmp, filter="data")
+    package = tmp / "old_judgeblender"
+    (tmp / "src" / "judgeblender").rename(package)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    sys.path.insert(0, str(tmp))
+    try:
+        return (importlib.import_module("old_judgeblender.parse.labels"),
+                importlib.import_module("old_judgeblender.parse.verdict"))
+    finally:
+        sys.path.remove(str(tmp))
 
 
 # --------------------------------------------------------------------------------------------
@@ -293,6 +303,10 @@ def compare(answer: Answer, old_labels: Any, old_verdict: Any) -> tuple[Any, Any
     if answer.kind == "label":
         old, new = old_labels.parse_grade(answer.text, answer.scale), parse_grade(answer.text, answer.scale)
         return old.label, new.label, old.invalid_reason, new.invalid_reason
+    if answer.kind == "yesno":  # the base's yes/no parser sits beside its label parser
+        old_yesno = importlib.import_module(f"{old_labels.__package__}.yesno")
+        old, new = old_yesno.parse_yesno(answer.text), parse_yesno(answer.text)
+        return old.label, new.label, old.invalid_reason, new.invalid_reason
     schema, kw = _verdict_args(answer)
     examples = step_examples(answer.template, answer.step) if answer.step is not None else []
     old = old_verdict.parse_verdict(answer.text, schema, **kw)
@@ -316,7 +330,7 @@ def main() -> int:
             group = answer.source.split(":")[0]
             c = counts.setdefault(f"{group} ({answer.kind})", Counter())
             c["answers"] += 1
-            if answer.kind not in ("label", "json"):
+            if answer.kind not in ("label", "json", "yesno"):
                 c["not compared"] += 1
                 continue
             old, new, old_reason, new_reason = compare(answer, old_labels, old_verdict)

@@ -28,6 +28,7 @@ from ..calls import CallRequest, CallResult, Message
 from ..hashing import sha256_file, sha256_text
 from pydantic import Field
 
+from ..parse.tokens import read_token
 from .base import Backend, normalise_choice_probs
 from .registry import BackendOptions, Provider
 
@@ -195,7 +196,8 @@ class HFBackend(Backend):
         self._lock = threading.Lock()
         self._identity: dict[str, Any] | None = None
         self._decoded_vocab: dict[str, list[int]] | None = None
-        self._choice_ids: dict[str, tuple[int, ...]] = {}
+        self._choice_ids: dict[tuple[str, tuple[str, ...]], tuple[int, ...]] = {}
+        self._vocab_choices: dict[tuple[str, ...], dict[str, list[int]]] = {}
         self._max_token_chars: int | None = None  # read from the vocabulary when first needed
 
     # ----------------------------------------------------------------- identity and sizes
@@ -301,29 +303,44 @@ class HFBackend(Backend):
             self._decoded_vocab = table
         return self._decoded_vocab
 
-    def choice_token_ids(self, choice: str) -> tuple[int, ...]:
-        """Token ids that stand for `choice` as one token, with or without a leading space.
+    def choice_token_ids(self, choice: str, choices: tuple[str, ...] | None = None) -> tuple[int, ...]:
+        """Token ids that stand for `choice` as one token, among the step's `choices` (the choice
+        alone when not given).
 
-        Both the ids the tokenizer encodes "c" and " c" to (when that is a single token) and the
-        vocabulary entries that decode to exactly "c" or " c" count: sentencepiece tokenizers
-        encode "2" as "▁" + "2", yet their lone "2" token is what follows "Score: ".
+        The ids the tokenizer encodes "c" and " c" to (when that is a single token) count, and so
+        does every vocabulary entry whose text, alone, reads as the choice the way generate mode
+        reads an answer (`parse.tokens`): "c" and " c" (sentencepiece tokenizers encode "2" as
+        "▁" + "2", yet their lone "2" token is what follows "Score: "), and a label's digit in
+        another script (full-width "２", "٢"), so logprobs mode counts what generate mode reads.
         """
-        cached = self._choice_ids.get(choice)
+        choices = tuple(choices) if choices else (choice,)
+        key = (choice, choices)
+        cached = self._choice_ids.get(key)
         if cached is not None:
             return cached
         ids: set[int] = set()
-        variants = (choice, " " + choice)
-        for variant in variants:
+        for variant in (choice, " " + choice):
             enc = self.tokenizer.encode(variant, add_special_tokens=False)
             if len(enc) == 1:
                 ids.add(int(enc[0]))
-        vocab = self._vocab_by_text()
-        for variant in variants:
-            ids.update(vocab.get(variant, ()))
+        ids.update(self._vocab_by_choice(choices).get(choice, ()))
         special = set(getattr(self.tokenizer, "all_special_ids", ()) or ())
         result = tuple(sorted(i for i in ids if i not in special and i < self._vocab_size()))
-        self._choice_ids[choice] = result
+        self._choice_ids[key] = result
         return result
+
+    def _vocab_by_choice(self, choices: tuple[str, ...]) -> dict[str, list[int]]:
+        """The vocabulary's token ids by the choice their text stands for (one pass per set of
+        choices, kept)."""
+        table = self._vocab_choices.get(choices)
+        if table is None:
+            table = {}
+            for text, ids in self._vocab_by_text().items():
+                choice = read_token(text, choices)
+                if choice is not None:
+                    table.setdefault(choice, []).extend(ids)
+            self._vocab_choices[choices] = table
+        return table
 
     def _vocab_size(self) -> int:
         return int(self.model.get_output_embeddings().weight.shape[0])
@@ -411,7 +428,7 @@ class HFBackend(Backend):
             with torch.inference_mode():
                 logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
             logprobs = torch.log_softmax(logits[0, -1].float(), dim=-1)
-            ids_by_choice = {c: self.choice_token_ids(c) for c in request.choices}
+            ids_by_choice = {c: self.choice_token_ids(c, request.choices) for c in request.choices}
             lp_by_choice: dict[str, float] = {}
             for choice, ids in ids_by_choice.items():
                 lp_by_choice[choice] = float(logprobs[list(ids)].max()) if ids else -math.inf
@@ -442,6 +459,7 @@ class HFBackend(Backend):
             if hasattr(self, attr):
                 delattr(self, attr)
         self._decoded_vocab = None
+        self._vocab_choices = {}
 
 
 class Options(BackendOptions):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from ..calls import FAILED_CALL, CallRequest, CallResult
 from ..errors import BackendError
+from ..parse.tokens import token_choice
 from .base import LogprobsUnsupported, normalise_choice_probs
 
 AnswerPrefixMode = Literal["instruct", "prefill"]
@@ -172,9 +173,10 @@ def _logprob(value: Any) -> float | None:
 def parse_logprobs(data: dict[str, Any], choices: tuple[str, ...]) -> CallResult:
     """Choice probabilities from the first generated token's top_logprobs.
 
-    Each choice takes the highest log-probability among tokens whose text, stripped of
-    whitespace, equals it (" 2" and "2" both count for "2"); a choice absent from the list
-    gets -inf. Raises LogprobsUnsupported when the server sent no log-probabilities.
+    Each choice takes the highest log-probability among the tokens that stand for it, read as
+    generate mode reads an answer (`parse.tokens.token_choice`: " 2", "2", "2." and full-width
+    "２" all count for "2"; "10" counts for none); a choice absent from the list gets -inf.
+    Raises LogprobsUnsupported when the server sent no log-probabilities.
     """
     choice = _first_choice(data)
     lp = choice.get("logprobs")
@@ -188,6 +190,7 @@ def parse_logprobs(data: dict[str, Any], choices: tuple[str, ...]) -> CallResult
     if not isinstance(top, list) or not top:
         raise LogprobsUnsupported("the server answered without top_logprobs alternatives")
     candidates = [first, *top]
+    choices = tuple(choices)
     by_choice = {c: -math.inf for c in choices}
     seen: list[list[Any]] = []
     for cand in candidates:
@@ -197,8 +200,8 @@ def parse_logprobs(data: dict[str, Any], choices: tuple[str, ...]) -> CallResult
         if value is None:
             raise Retryable(f"malformed answer: token {cand['token']!r} has logprob {cand.get('logprob')!r}")
         seen.append([cand["token"], value])
-        key = cand["token"].strip()
-        if key in by_choice and value > by_choice[key]:
+        key = token_choice(cand["token"], choices)
+        if key is not None and value > by_choice[key]:
             by_choice[key] = value
     probs, mass = normalise_choice_probs(by_choice)
     text = max(probs, key=lambda c: probs[c]) if mass > 0 else ""

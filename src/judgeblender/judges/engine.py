@@ -28,6 +28,7 @@ from ..errors import BackendError, CallDeferred, JudgeblenderError, MissingItems
 from ..pairs import Pair
 from ..pairs.texts import text_problem
 from ..parse import parse_grade, parse_yesno
+from ..parse.screen import non_answer
 from ..parse.verdict import parse_verdict, template_examples
 from ..prompts import PromptTemplate, Step
 from ..store import CallStore
@@ -271,7 +272,8 @@ def interpret(step: Step, scale: list[int], request: CallRequest, result: CallRe
     The answer is read on the step's own scale (its `labels`, else the template's `scale`);
     a JSON verdict equal to one of the template's `examples` (`step_examples`) is not a verdict.
     Never a label from a non-answer: an answer the backend refused to keep (too large) is
-    invalid in either mode; in logprobs mode the label tokens must hold at least
+    invalid in either mode; an empty or degenerate answer ("1, 1, 1, ..." on and on: parse.screen)
+    is invalid whatever the step asks, as every parser screens it; in logprobs mode the label tokens must hold at least
     `min_choice_mass` of the next-token probability; in generate mode an answer counts only
     when its finish_reason says it ended normally (calls.FINISHED_NORMALLY): cut at the token
     limit, filtered, ended any other way or without a finish reason, it is invalid."""
@@ -293,9 +295,9 @@ def interpret(step: Step, scale: list[int], request: CallRequest, result: CallRe
     finish = result.extra.get("finish_reason")
     if finish not in FINISHED_NORMALLY:
         return StepOutcome(step.id, result.text, None, unfinished_reason(finish))
-    if step.output == "text":
-        text = result.text.strip()
-        return StepOutcome(step.id, result.text, text or None, None if text else "empty output")
+    if step.output == "text":  # screened as the parsers screen theirs: empty or degenerate is no answer
+        refused = non_answer(result.text)
+        return StepOutcome(step.id, result.text, None if refused else result.text.strip(), refused)
     if step.output == "json":
         verdict = parse_verdict(result.text, step.json_schema or {}, step.score_field, step.reason_field,
                                 levels=levels, score_range=score_range, examples=examples or ())

@@ -26,7 +26,10 @@ scale. It is invalid, with the reason, and never read as its numerator or first 
     5-point scale", "out of 10"; naming the step's own scale ("2 (on a 0-3 scale)") is fine.
 Digits of any script read as their value (Python's \\d and float: "٢" is 2). A number
 outside the scale, several conflicting candidates, or no candidate at all gives an invalid
-result with the reason. Nothing ever defaults to 0.
+result with the reason. Nothing ever defaults to 0. Before any rule, the answer is screened
+as every parser's is (`screen.non_answer`): empty, or one number 20 or more times in a row
+("1, 1, 1, ..."), it is invalid, not the repeated number. Logprobs mode reads each top token
+with this parser too (`tokens.token_choice`), so both modes read one digit the same way.
 
 The work is linear in the answer's length: in the patterns run over the whole answer no two
 repeated parts can match the same characters (so a long run of spaces or digits cannot make
@@ -44,6 +47,8 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from .screen import non_answer
 
 NUM = r"(-?\d+(?:\.\d+)?)"
 # A pattern that begins with a number begins where a run of digits begins: tried inside a run,
@@ -242,8 +247,9 @@ def _parse_short(text: str, scale: tuple[int, ...]) -> ParseResult:
 
 
 def _parse_grade(text: str | None, scale: tuple[int, ...]) -> ParseResult:
-    if text is None or not text.strip():
-        return ParseResult(None, "empty output", None)
+    refused = non_answer(text)
+    if refused is not None:
+        return ParseResult(None, refused, None)
     for rule, pattern in (("final score", _FINAL), ("O:", _OVERALL), ("keyed answer", _KEYED), ("out of", _OUT_OF)):
         m = _last(pattern, text)
         if m is not None:

@@ -20,7 +20,9 @@ before } or ] are dropped, and raw control characters (a newline, a tab) inside 
 read as themselves (llama-cpp-python's JSON grammar lets a model write them). Types are
 checked strictly, as JSON Schema defines them: a score of true or "0.8" is the wrong type, not
 1.0 or 0.8 (only an integral number such as 2.0 counts as an integer). Anything else is an
-invalid verdict with its reason, never a score.
+invalid verdict with its reason, never a score. An empty or degenerate answer (a number
+repeated 20 or more times in a row, in the object or around it) is screened out first, as
+every parser does (`screen.non_answer`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, ValidationError, create_model
 
 from .labels import named_other_scale
+from .screen import non_answer
 
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 # JSON Schema calls 2.0 an integer; pydantic's strict int would not.
@@ -236,8 +239,9 @@ def parse_verdict(text: str | None, schema: dict[str, Any], score_field: str = "
                   examples: Sequence[dict[str, Any]] = ()) -> Verdict:
     """The verdict in `text`: its last object that matches `schema` and is not one of the
     template's `examples`, with its score checked against `levels` or `score_range`."""
-    if text is None or not text.strip():
-        return Verdict(None, invalid_reason="empty output")
+    refused = non_answer(text)
+    if refused is not None:
+        return Verdict(None, invalid_reason=refused)
     try:
         whole = _loads(text)
     except (json.JSONDecodeError, RecursionError):
