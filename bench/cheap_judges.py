@@ -35,7 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from judgeblender.evaluate import agreement, correlate  # noqa: E402
 from judgeblender.judges import JudgeSpec, build_judge, judge_pairs  # noqa: E402
-from judgeblender.judges.cascade import CascadePolicy, cascade, rank_uncertain  # noqa: E402
+from judgeblender.panels.cascade import CascadePolicy, cascade, rank_uncertain  # noqa: E402
 from judgeblender.judges.thresholds import cross_validated_labels  # noqa: E402
 from judgeblender.pairs import Pair, read_corpus, read_qrels, read_queries, read_runs_dir  # noqa: E402
 from judgeblender.store import CallStore  # noqa: E402
@@ -446,7 +446,7 @@ def report(res: dict) -> str:
         "A store keeps every query and passage vector (and cross-encoder pair score) keyed by the model's",
         "file hashes, so a re-run or another jury with the same scorer encodes nothing again.",
         "",
-        "The cascade (`judgeblender.judges.cascade.cascade`, and the `cascade` command) judges every pair",
+        "The cascade (`judgeblender.panels.cascade.cascade`, and the `cascade` command) judges every pair",
         "with the cheap judge(s) and sends to LLM judges only the pairs whose first cheap score lies in an",
         "uncertain band, that the cheap judges label differently, or, with a budget and no band, the",
         "pairs nearest a cut point, most doubtful first, at most `budget` LLM judgments in all. Each",
@@ -455,7 +455,7 @@ def report(res: dict) -> str:
         "",
         "```python",
         "from judgeblender.judges import JudgeSpec, build_judge",
-        "from judgeblender.judges.cascade import CascadePolicy, cascade",
+        "from judgeblender.panels.cascade import CascadePolicy, cascade",
         "",
         'cheap = build_judge(JudgeSpec(model="embed:default", options={"thresholds": [0.45, 0.55, 0.7]}))',
         'llm = build_judge(JudgeSpec(model="llamacpp:default", prompt="umbrela", mode="logprobs"))',

@@ -34,7 +34,7 @@ from judgeblender.backends.registry import create_backend
 from judgeblender.judges import Judge, JudgeSpec, judge_pairs
 from judgeblender.judges.engine import JudgeRun
 from judgeblender.judges.injection import scan
-from judgeblender.judges.panel import Panel, ballots_from_run
+from judgeblender.panels.panel import Panel, ballots_from_run
 from judgeblender.pairs import Pair, read_corpus, read_qrels, read_queries
 from judgeblender.store import CallStore
 

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from judgeblender.judges.demo import DEMO_JURY, SEED_FILE, judge_fingerprint  # noqa: E402
+from judgeblender.panels.demo import DEMO_JURY, SEED_FILE, judge_fingerprint  # noqa: E402
 from judgeblender.fileio import atomic_write_text  # noqa: E402
 from judgeblender.judges import build_judge, judge_pairs  # noqa: E402
 from judgeblender.pairs import Pair, read_corpus, read_qrels, read_queries  # noqa: E402

@@ -7,8 +7,8 @@ from typer.testing import CliRunner
 
 from judgeblender.blend import BallotTable
 from judgeblender.cli import app
-from judgeblender.judges.calibrate_panel import calibrate
-from judgeblender.judges.panel import load_panel
+from judgeblender.panels.calibrate import calibrate
+from judgeblender.panels.panel import load_panel
 
 JUDGES = ["llamacpp:default/thomas/logprobs", "llamacpp:default/umbrela/logprobs", "llamacpp:gemma-270m/faggioli/generate"]
 

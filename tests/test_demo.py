@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from judgeblender.blend import BallotTable, Vote
-from judgeblender.judges.demo import DEMO_JURY, SEED_FILE, demo_files, demo_pairs
-from judgeblender.judges.calibrate_panel import calibrate
+from judgeblender.panels.demo import DEMO_JURY, SEED_FILE, demo_files, demo_pairs
+from judgeblender.panels.calibrate import calibrate
 from judgeblender.pairs import read_corpus, read_qrels
 
 SRC = Path(__file__).resolve().parents[1] / "src"

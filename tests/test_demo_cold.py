@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from judgeblender.judges.demo import demo_files, demo_pairs
+from judgeblender.panels.demo import demo_files, demo_pairs
 from judgeblender.pairs import read_corpus, read_qrels
 
 ROOT = Path(__file__).resolve().parents[1]

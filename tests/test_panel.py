@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from judgeblender.cli import app
 from judgeblender.errors import InputError, JudgeblenderError
 from judgeblender.judges import build_judge, judge_pairs
-from judgeblender.judges.panel import ballots_from_run, blend_run, get_panel, load_panel
+from judgeblender.panels.panel import ballots_from_run, blend_run, get_panel, load_panel
 from judgeblender.pairs import Pair, read_corpus, read_queries
 
 # thomas says 3 for goldfish food, multicriteria says 1, sun says Yes then 2: a three-way tie.
@@ -100,7 +100,7 @@ def test_cli_judge_with_panel_keeps_every_member_label(mock_model, tiny, tmp_pat
 
 
 def test_run_panel_from_the_library_blends_and_writes_without_the_cli(mock_model, data, tmp_path):
-    from judgeblender.judges.run_panel import run_panel, write_panel_run
+    from judgeblender.panels.run_panel import run_panel, write_panel_run
     from judgeblender.store import CallStore
 
     mock_model.rules = RULES

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from judgeblender.blend import Blender, load_qrels_ballots
 from judgeblender.cli import app
 from judgeblender.errors import InputError
-from judgeblender.judges.panel import load_panel
-from judgeblender.judges.panel_file import load_blend_panel, parse_judge_model
+from judgeblender.panels.panel import load_panel
+from judgeblender.panels.panel_file import load_blend_panel, parse_judge_model
 
 from test_select import seed_set
 

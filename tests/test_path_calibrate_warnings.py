@@ -19,9 +19,9 @@ from pathlib import Path
 from openai_server import OpenAITestServer
 
 from judgeblender.blend import BallotTable
-from judgeblender.judges.calibrate_panel import MIN_PAIRS, MIN_QUERIES, MIN_SEED_TEXT, calibrate, seed_shortfall
-from judgeblender.judges.panel import load_panel
-from judgeblender.judges.panel_file import load_blend_panel
+from judgeblender.panels.calibrate import MIN_PAIRS, MIN_QUERIES, MIN_SEED_TEXT, calibrate, seed_shortfall
+from judgeblender.panels.panel import load_panel
+from judgeblender.panels.panel_file import load_blend_panel
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from judgeblender.blend import BallotTable
-from judgeblender.judges.panel_file import load_blend_panel
+from judgeblender.panels.panel_file import load_blend_panel
 from judgeblender.pairs import read_pairs, read_qrels
 
 SLICE = Path(__file__).parent / "data" / "dl19_slice"

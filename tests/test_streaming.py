@@ -235,8 +235,8 @@ def test_a_streamed_run_killed_with_sigkill_resumes_with_only_the_missing_calls(
 def test_a_streamed_panel_writes_what_the_whole_panel_run_writes(tmp_path, inputs, method):
     """Two members blended window by window, ties broken at random with one seeded generator
     for the run, give the qrels, details and summary of the whole-list panel run."""
-    from judgeblender.judges.panel import load_panel
-    from judgeblender.judges.run_panel import run_panel, write_panel_run
+    from judgeblender.panels.panel import load_panel
+    from judgeblender.panels.run_panel import run_panel, write_panel_run
 
     q, c, p = inputs
     a = model_file(tmp_path)

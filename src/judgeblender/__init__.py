@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from .blend import BallotTable, Blender
     from .holes import experiment
     from .evaluate import AgreementReport
-    from .judges.panel import Panel
+    from .panels.panel import Panel
     from .jury import Jury
     from .errors import JudgeblenderError
     from .calls import CallRequest, CallResult, Message

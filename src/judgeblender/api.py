@@ -30,7 +30,7 @@ from .evaluate.intervals import CONFIDENCE
 from .evaluate.leaderboard import DEFAULT_MEASURES
 from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, resolve_pairs, summary_rows
 from .backends.registry import command_options, is_scorer
-from .judges.panel import Panel, ballots_from_run, get_panel
+from .panels.panel import Panel, ballots_from_run, get_panel
 from .pairs import Pair
 from .pairs.texts import is_missing
 

@@ -62,7 +62,7 @@ class BlendResult:
 @dataclass
 class BlendTally:
     """What `BlendResult.summary_lines` reports, as counts that add up: a blend streamed in
-    windows (judges/run_panel.py `stream_panel`) reports the sum of its windows."""
+    windows (panels/run_panel.py `stream_panel`) reports the sum of its windows."""
 
     method: Method
     tie: str

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..blend import BallotTable, Blender
 from ..blend.load import parse_judge_arg
 from ..errors import InputError
-from ..judges.panel_file import load_blend_panel
+from ..panels.panel_file import load_blend_panel
 from ..pairs.qrels import read_qrels_abstaining
 
 
@@ -45,7 +45,7 @@ def blend_tiebreaker(panel: Path | None, judges: list[str], tiebreaker: str | No
                      margin: float | None) -> tuple[list[str], tuple | None, list[str]]:
     """Which tie-breaker `blend` applies and how: (the judge files left for the blend,
     (name, answers, spread, margin) or None, notes). See the module docstring."""
-    from ..judges.panel_file import read_tiebreaker_table
+    from ..panels.panel_file import read_tiebreaker_table
 
     if spread is not None and margin is not None:
         raise InputError("--margin", None, "one disagreement measure at a time: --spread N or --margin T",

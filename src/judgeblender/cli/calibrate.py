@@ -11,8 +11,8 @@ from rich.table import Table
 
 from ..blend import load_details, load_qrels_ballots
 from ..errors import JudgeblenderError
-from ..judges.calibrate_panel import MIN_SEED_TEXT, Calibration, Candidate, blender_for, calibrate, seed_shortfall
-from ..judges.panel_file import PanelChoice, panel_file_text, specs_for
+from ..panels.calibrate import MIN_SEED_TEXT, Calibration, Candidate, blender_for, calibrate, seed_shortfall
+from ..panels.panel_file import PanelChoice, panel_file_text, specs_for
 from ..pairs import Pair, read_corpus, read_qrels, read_queries, read_runs_dir
 from ..fileio import atomic_write_text
 from .agree import check_invalid_labels
@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
             table, source = load_qrels_ballots(labels, invalid_labels=invalid_labels), ", ".join(map(str, labels))
         elif panel and queries and corpus:
             from ..judges import build_judge, judge_pairs
-            from ..judges.panel import ballots_from_run, get_panel
+            from ..panels.panel import ballots_from_run, get_panel
             from ..store import CallStore
 
             p = get_panel(panel, None, mode, {}, seed=seed)
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
             raise JudgeblenderError("give --details FILE, or --panel with --queries and --corpus")
         panel_specs = []
         if panel:  # the panel that judged: its members' models, prompts, modes and options go to the file
-            from ..judges.panel import get_panel
+            from ..panels.panel import get_panel
 
             panel_specs = get_panel(panel, None, mode, {}, seed=seed).judges
         if select_panel:

@@ -1,5 +1,5 @@
 """`judgeblender calibrate --select`: choose the panel's members and aggregator, with cost, and
-write a panel file that runs as written (see blend/select.py and judges/panel_file.py)."""
+write a panel file that runs as written (see blend/select.py and panels/panel_file.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.table import Table
 from ..blend.select import Choice, Selection, fit_choice, nested_select, select
 from ..errors import JudgeblenderError
 from ..judges.judge import JudgeSpec
-from ..judges.panel_file import PanelChoice, panel_file_text, specs_for
+from ..panels.panel_file import PanelChoice, panel_file_text, specs_for
 from ..fileio import atomic_write_text
 from .console import console, err_console
 

@@ -12,7 +12,7 @@ from .. import paths
 from ..errors import JudgeblenderError
 from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge, resolve_pairs
-from ..judges.cascade import CascadePolicy, cascade
+from ..panels.cascade import CascadePolicy, cascade
 from ..judges.factory import PAIR_JUDGES
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..pairs import read_corpus, read_pairs, read_queries

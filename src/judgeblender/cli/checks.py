@@ -132,7 +132,7 @@ def check_arguments(command: str, args: dict[str, Any]) -> None:
             elif role in (MODEL, MODELS):
                 validate.model_string(str(value).partition("=")[2] if "=" in str(value) else str(value))
             elif role == JUDGE_MODELS:  # NAME=MODEL[/PROMPT[/MODE]]
-                from ..judges.panel_file import parse_judge_model  # only calibrate pays for the judges package
+                from ..panels.panel_file import parse_judge_model  # only calibrate pays for the judges package
 
                 _, model, prompt, _ = parse_judge_model(str(value))
                 validate.model_string(model)

@@ -22,9 +22,9 @@ from rich.table import Table
 
 from ..blend import Blender
 from ..judges import build_judge, judge_pairs
-from ..judges.calibrate_panel import Calibration, blender_for, calibrate
-from ..judges.demo import DEMO_JURY, demo_files, demo_pairs, load_seed
-from ..judges.panel import ballots_from_run
+from ..panels.calibrate import Calibration, blender_for, calibrate
+from ..panels.demo import DEMO_JURY, demo_files, demo_pairs, load_seed
+from ..panels.panel import ballots_from_run
 from ..kappa import cohen_kappa
 from ..pairs import Pair, read_corpus, read_qrels, read_queries
 from ..paths import demo_store_path

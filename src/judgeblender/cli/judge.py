@@ -14,13 +14,13 @@ from ..backends.batch import BatchRequests, use_batch_files
 from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge, summary_rows
 from ..judges.engine import WINDOW, check_stream, judge_stream, window_texts
-from ..judges.calibrate_panel import seed_shortfall
+from ..panels.calibrate import seed_shortfall
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..judges.injection import describe, flag_pairs
 from ..judges.outputs import RunFiles, final_labels
-from ..judges.panel import get_panel
-from ..judges.panel_file import load_tiebreaker
-from ..judges.run_panel import run_panel, stream_panel, streams, write_panel_run
+from ..panels.panel import get_panel
+from ..panels.panel_file import load_tiebreaker
+from ..panels.run_panel import run_panel, stream_panel, streams, write_panel_run
 from ..pairs import Pair, read_queries
 from ..pairs.corpus import close_corpus, open_corpus
 from ..pairs.pairs import PairsFile
@@ -68,7 +68,7 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pair_sour
                       batch_write: Path | None, min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS,
                       ray_address: str | None = None, ray_workers: int | None = None,
                       window: int | None = None) -> None:
-    """`judge --panel`: run the panel (judges/run_panel.py), write its files, print its summary.
+    """`judge --panel`: run the panel (panels/run_panel.py), write its files, print its summary.
     With `ray_address`, the members' calls run on Ray workers (one set per distinct model). A
     panel whose blend is a per-pair rule and that has no tie-breaker streams its pairs in
     windows (`stream_panel`); the others judge the whole list at once (`run_panel`)."""

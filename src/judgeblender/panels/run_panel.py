@@ -1,6 +1,6 @@
 """Judging with every member of a panel, then blending: the library's side of `judge --panel`.
 
-A panel (a preset or a TOML file, see judges/panel.py) names several judges and how their
+A panel (a preset or a TOML file, see panels/panel.py) names several judges and how their
 labels are blended. `run_panel` judges the pairs with each member through one store, blends,
 and flags possible prompt injections (reported only: labels stay as judged); `write_panel_run`
 writes the blended qrels and every member's label beside them. Printing is the caller's.
@@ -20,11 +20,11 @@ from ..blend.blender import BlendTally
 from ..blend.registry import get_method
 from ..pairs import Pair
 from ..store import CallStore
-from .engine import JudgeRun, Reporter, StreamTotals, judge_pairs, judge_stream
-from .factory import build_judge
-from .injection import flag_pairs
-from .outputs import write_details, write_qrels_file
-from .judge import JudgeSpec
+from ..judges.engine import JudgeRun, Reporter, StreamTotals, judge_pairs, judge_stream
+from ..judges.factory import build_judge
+from ..judges.injection import flag_pairs
+from ..judges.outputs import write_details, write_qrels_file
+from ..judges.judge import JudgeSpec
 from .panel import Panel, ballots_from_run, blend_run
 from ..blend.tiebreak import TiebreakResult
 from .tiebreak_run import run_tiebreaker
@@ -43,7 +43,7 @@ class PanelRun:
     flagged: dict[Pair, list]
     # the Batch API requests queued with batch_write, still to be written (None without it)
     batch_queue: BatchRequests | None = None
-    # the tie-breaker's outcome where the panel has one (judges/tiebreak_run.py), else None
+    # the tie-breaker's outcome where the panel has one (panels/tiebreak_run.py), else None
     tiebreak: TiebreakResult | None = None
     # the tie-breaker's own calls (its stats count towards the failed-calls exit status)
     tiebreak_run: JudgeRun | None = None
@@ -82,7 +82,7 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
               make_judge: Callable[[JudgeSpec], Any] = build_judge) -> PanelRun:
     """Judge `pairs` with every member of `panel` (calls cached in `store`), then blend; with a
     `tiebreaker` (spec, spread, margin), that judge is called on the pairs where the members tie
-    or spread by `spread` or more (or the blend's margin is at most `margin`), and only those (judges/tiebreak_run.py). `make_judge` builds
+    or spread by `spread` or more (or the blend's margin is at most `margin`), and only those (panels/tiebreak_run.py). `make_judge` builds
     each judge from its spec (judges/ray_executor.py's `RayJudges` runs their calls on Ray)."""
     judges = [make_judge(spec) for spec in panel.judges]
     batch_queue = use_batch_files(judges, batch_read, batch_write)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, JudgeblenderError
-from .judge import JudgeSpec
+from ..judges.judge import JudgeSpec
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -32,8 +32,8 @@ from .. import validate
 from ..blend import BallotTable, Blender, BlendResult, Vote
 from ..errors import InputError, JudgeblenderError, TemplateError
 from ..prompts import get_template
-from .engine import JudgeRun
-from .judge import JudgeSpec
+from ..judges.engine import JudgeRun
+from ..judges.judge import JudgeSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -106,7 +106,7 @@ def preset(name: str, models: list[str] | None, mode: str, options: dict[str, An
     return Panel(name=name, judges=specs, method="mv", tie="avg")
 
 
-PANEL_KEYS = {"name", "aggregator", "judges", "tiebreaker", "warning"}  # [tiebreaker]: judges/panel_file.py
+PANEL_KEYS = {"name", "aggregator", "judges", "tiebreaker", "warning"}  # [tiebreaker]: panels/panel_file.py
 JUDGE_KEYS = {"model", "prompt", "mode", "weight", "id", "options"}
 AGGREGATOR_KEYS = {"method", "tie", "seed", "thresholds"}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..blend import BlendResult
 from ..blend.tiebreak import DEFAULT_SPREAD, TiebreakResult, apply_tiebreaker, to_consult
-from .engine import JudgeRun, judge_pairs
+from ..judges.engine import JudgeRun, judge_pairs
 
 
 def run_tiebreaker(result: BlendResult, judge, queries: dict[str, str], corpus: dict[str, str], store=None,

@@ -28,8 +28,8 @@ from ..errors import JudgeblenderError
 from ..pairs import Pair
 from ..pairs.qrels import Qrels
 from ..store import CallStore
-from .engine import JudgeRun, PairJudge, Reporter, judge_pairs_async, run_then_close
-from .judge import Judge
+from ..judges.engine import JudgeRun, PairJudge, Reporter, judge_pairs_async, run_then_close
+from ..judges.judge import Judge
 
 CHEAP = "cheap"
 LLM = "llm"

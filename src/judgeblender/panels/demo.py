@@ -19,8 +19,8 @@ from ..calls import call_key
 from ..hashing import sha256_text
 from ..pairs import Pair
 from ..store import CallStore
-from .engine import _request
-from .judge import Judge, JudgeSpec
+from ..judges.engine import _request
+from ..judges.judge import Judge, JudgeSpec
 
 # Demo pairs per human label. Judging is most of the first demo's time (prompt evaluation, about
 # 170 new tokens a pair for each LLM), and the cold start must stay under 4 minutes on 2 cores
