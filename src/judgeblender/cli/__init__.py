@@ -16,8 +16,9 @@ import typer
 from rich.markup import escape
 
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, JudgeblenderError
+from . import usage
 from .checks import checked
-from .console import err_console, output_width
+from .console import err_console, output_width, print_error
 
 COMMAND_MODULES = [
     "judge", "blend", "agree", "correlate", "pool", "label", "calibrate", "fill", "report", "compare",
@@ -95,9 +96,14 @@ class _Signals:
         return EXIT_SIGTERM if self.received == signal.SIGTERM else EXIT_SIGINT
 
 
+def _program() -> str:
+    """The command as it was typed, for the resume line and for the messages and help that name
+    it (one rule: click's own guess reads the running `__main__`, "python -m pytest" in tests)."""
+    return "python -m judgeblender" if os.path.basename(sys.argv[0]) == "__main__.py" else "judgeblender"
+
+
 def _resume_command(argv: list[str]) -> str:
-    program = "python -m judgeblender" if os.path.basename(sys.argv[0]) == "__main__.py" else "judgeblender"
-    return " ".join([program, *map(shlex.quote, argv)])
+    return " ".join([_program(), *map(shlex.quote, argv)])
 
 
 def _interrupted(signals: _Signals, command: str | None, argv: list[str]) -> None:
@@ -122,12 +128,11 @@ def main() -> None:
     try:
         # Not standalone, so errors arrive here; the value returned is then the exit status
         # (typer returns the code of a typer.Exit, and turns Ctrl+C into 130) and must be kept.
-        code = build_app([command] if command else None)(standalone_mode=False)
+        code = build_app([command] if command else None)(prog_name=_program(), standalone_mode=False)
     except KeyboardInterrupt:  # outside the command (start-up)
         _interrupted(signals, command, argv)
     except JudgeblenderError as exc:
-        # Messages quote user input (file lines, ids): escape it so "[x]" is shown, not parsed as markup.
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        print_error(exc)
         sys.exit(exc.exit_code)
     except (typer.Exit, SystemExit) as exc:
         code = getattr(exc, "exit_code", getattr(exc, "code", 0))
@@ -136,12 +141,17 @@ def main() -> None:
         err_console.print("aborted")
         sys.exit(EXIT_SIGINT)
     except Exception as exc:
-        # Usage errors (unknown command, bad option value) arrive here in non-standalone mode.
-        # typer vendors its own click, so test for the click exception interface, not a class.
-        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+        # The framework's usage errors (a bad option value, an unknown or missing option) arrive
+        # here in non-standalone mode: the same one line as judgeblender's own (cli/usage.py),
+        # never the framework's usage dump. A group run bare still shows its help.
+        if usage.is_help_request(exc):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+        error = usage.as_error(exc)
+        if error is None:
+            raise
+        print_error(error)
+        sys.exit(error.exit_code)
     if code == EXIT_SIGINT or signals.received is not None:  # typer's answer to KeyboardInterrupt
         _interrupted(signals, command, argv)
     sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)

@@ -11,6 +11,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from ..errors import shown
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
 from ..evaluate.intervals import CONFIDENCE
 from ..pairs.qrels import read_prediction, read_qrels
@@ -38,7 +39,8 @@ INVALID_LABELS_HELP = ("A predicted label that is not an integer 0..3 (e.g. '1.'
 
 def check_invalid_labels(invalid_labels: str) -> None:
     if invalid_labels not in ("error", "abstain"):
-        raise typer.BadParameter("'error' or 'abstain'", param_hint="--invalid-labels")
+        raise typer.BadParameter(f"expected 'error' or 'abstain', got {shown(invalid_labels)}",
+                                 param_hint="--invalid-labels")
 
 
 def agreement_table(reports: list[AgreementReport], gold: Path, n_gold: int) -> Table:

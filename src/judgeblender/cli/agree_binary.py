@@ -6,14 +6,17 @@ import math
 
 import typer
 
+from ..errors import shown
 from ..evaluate.binary import ALPHA_LEVELS, alpha, binary_report, shared
 
 
 def extras(gold, preds, threshold: int | None, level: str | None) -> list[dict]:
     if threshold is not None and threshold not in (1, 2, 3):
-        raise typer.BadParameter("1, 2 or 3 (relevant: label >= T)", param_hint="--binary-threshold")
+        raise typer.BadParameter(f"expected 1, 2 or 3 (relevant: label >= T), got {threshold}",
+                                 param_hint="--binary-threshold")
     if level is not None and level not in ALPHA_LEVELS:
-        raise typer.BadParameter(", ".join(ALPHA_LEVELS), param_hint="--alpha-level")
+        raise typer.BadParameter(f"expected one of {', '.join(ALPHA_LEVELS)}, got {shown(level)}",
+                                 param_hint="--alpha-level")
     out = []
     for pred in preds:
         g, p = shared(gold, pred)

@@ -9,6 +9,7 @@ import typer
 
 from ..blend import METHODS, TIE_RULES, Blender, load_ballots
 from ..blend.weighted import check_weights
+from ..errors import shown
 from ..pairs import read_pairs
 from ..pairs.qrels import write_qrels
 from .console import console, err_console
@@ -97,9 +98,11 @@ def register(app: typer.Typer) -> None:
         if not judges and not details:
             raise typer.BadParameter("give qrels files or --details", param_hint="JUDGES")
         if out is None:
-            raise typer.BadParameter("where to write the blended qrels", param_hint="--out")
+            raise typer.BadParameter("expected a path to write the blended qrels to; this option is required "
+                                     "and was not given", param_hint="--out")
         if invalid_labels not in ("error", "abstain"):
-            raise typer.BadParameter("'error' or 'abstain'", param_hint="--invalid-labels")
+            raise typer.BadParameter(f"expected 'error' or 'abstain', got {shown(invalid_labels)}",
+                                     param_hint="--invalid-labels")
         if panel is not None and (method or tie or weights is not None or thresholds is not None):
             raise typer.BadParameter("the panel file sets the method, tie, weights and thresholds", param_hint="--panel")
         method, tie = method or "mv", tie or "avg"
