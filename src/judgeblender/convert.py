@@ -235,6 +235,8 @@ def run_ranking(run: Any, what: str = "run") -> dict[str, list[tuple[str, float]
     naming the query, the document and both positions, never settled by row order or a dict's
     overwrite; a NaN, infinite or non-number score is an error naming its row; so is a run that
     ranks nothing, as an empty run file is. `what` names the run in errors (the caller's argument)."""
+    import numpy as np
+
     from .pairs.runs import each_document_once, read_score
 
     rows, unit = _rows(run, what, "score")
@@ -245,9 +247,10 @@ def run_ranking(run: Any, what: str = "run") -> dict[str, list[tuple[str, float]
             qid, docid = _id(q, at, "qid"), _id(d, at, "docid")
             try:
                 score = read_score(s)
-            except ValueError as exc:
-                raise ArgumentError(f"{at} ({qid} {docid})", str(exc), s) from None
-            yield where, qid, docid, score, (qid, docid, s)
+            except ValueError as exc:  # a frame's numpy value shown as the number it is
+                raise ArgumentError(f"{at} ({qid} {docid})", str(exc), s.item() if isinstance(s, np.generic) else s
+                                    ) from None
+            yield where, qid, docid, score, (qid, docid, score)
 
     ranking = each_document_once(checked(), lambda where, expected, got: ArgumentError(
         f"{what}: {unit} {where}", expected, got), unit)
