@@ -159,17 +159,21 @@ def triples(labels: Any, what: str = "labels", *, scale: tuple[int, ...] | None 
     from .pairs.textfile import report_repair
 
     if isinstance(labels, (str, Path)):
-        found = [(q, d, v) for q, docs in read_qrels(labels, allowed=scale).items() for d, v in docs.items()]
-    else:
-        rows, unit = _rows(labels, what)
-        checked = ((where, _id(q, f"{what}: {unit} {where}", "qid"), _id(d, f"{what}: {unit} {where}", "docid"),
-                    _label(v, f"{what}: {unit} {where} ({q} {d})", scale, required), v) for where, q, d, v in rows)
-        pairs, repeats = one_label_per_pair(checked, lambda where, expected, got: JudgeblenderError(
-            f"{what}: {unit} {where}: expected {expected}, got {got!r}"))
-        report_repair(what, f"{len(repeats)} repeated identical labels kept once", repeats, unit)
-        found = [(q, d, v) for (q, d), v in pairs.items()]
+        return _some(argument, labels, [(q, d, v) for q, docs in read_qrels(labels, allowed=scale).items()
+                                         for d, v in docs.items()])
+    rows, unit = _rows(labels, what)
+    checked = ((where, _id(q, f"{what}: {unit} {where}", "qid"), _id(d, f"{what}: {unit} {where}", "docid"),
+                _label(v, f"{what}: {unit} {where} ({q} {d})", scale, required), v) for where, q, d, v in rows)
+    found, repeats = one_label_per_pair(checked, lambda where, expected, got: JudgeblenderError(
+        f"{what}: {unit} {where}: expected {expected}, got {got!r}"))
+    report_repair(what, f"{len(repeats)} repeated identical labels kept once", repeats, unit)
+    return _some(argument, labels, [(q, d, v) for (q, d), v in found.items()])
+
+
+def _some(argument: str | None, given: Any, found: list) -> list:
+    """`found`, unless it is empty and `argument` names an input where data is needed."""
     if argument is not None and not found:
-        raise _nothing_in(argument, labels, "at least one (qid, docid, label)")
+        raise _nothing_in(argument, given, "at least one (qid, docid, label)")
     return found
 
 
