@@ -23,7 +23,7 @@ from typing import Any
 from . import convert
 from .blend import LABELS, BallotTable, Blender, BlendResult, Vote
 from .blend.calibrate import CalibrationReport, LearnedBlend, cross_validate, fit_blend
-from .errors import JudgeblenderError
+from .errors import ArgumentError, JudgeblenderError
 from .evaluate import AgreementReport, correlate as correlate_reports
 from .evaluate import agreement as agreement_report
 from .evaluate.intervals import CONFIDENCE
@@ -109,7 +109,7 @@ def _inputs(pairs: Any, queries: Any, corpus: Any) -> tuple[list[tuple[str, str]
             queries = _texts(pairs, "query", "qid")
         if corpus is None and "passage" in pairs.columns:
             corpus = _texts(pairs, "passage", "docid")
-    keys = convert.pairs(pairs)
+    keys = convert.pairs(pairs, argument="pairs")
     if queries is None or corpus is None:
         raise JudgeblenderError("judge needs the query and passage texts: give a DataFrame with columns qid, "
                                 "docid, query, passage, or queries= and corpus= (mappings or files)")
@@ -196,8 +196,10 @@ class Judged:
         import pandas as pd
 
         rows, labels = [], self.labels
+        gold_qrels = convert.qrels(gold, "gold", required=True, argument="gold")  # once, for every judge
         for jid, mine in labels.groupby("judge", sort=False):
-            report = agreement(gold, mine, name=jid, bootstrap=bootstrap, seed=seed, confidence=confidence)
+            report = _agreement(gold_qrels, convert.triples(mine, jid), jid, None, bootstrap=bootstrap, seed=seed,
+                                confidence=confidence)
             rows.append({k: v for k, v in report.__dict__.items() if k not in ("confusion", "notes")})
         return pd.DataFrame(rows)
 
@@ -221,10 +223,12 @@ def ballots(labels: Any) -> BallotTable:
     if not isinstance(labels, Mapping):
         raise JudgeblenderError(f"a jury's labels: a Judged run, a DataFrame with a judge column or "
                                 f"{{judge: labels}}; got {type(labels).__name__}")
+    if not labels:
+        raise ArgumentError("labels", "the labels of at least one judge", hint="it holds none")
     rows: dict[tuple[str, str], dict[str, Vote]] = {}
     invalid = {}
     for jid, given in labels.items():
-        found = convert.triples(given, f"judge {jid}", scale=LABELS)
+        found = convert.triples(given, f"judge {jid}", scale=LABELS, argument=f"labels[{jid!r}]")
         invalid[str(jid)] = sum(v is None for *_, v in found)
         for q, d, v in found:
             rows.setdefault((q, d), {})[str(jid)] = Vote(v)
@@ -271,7 +275,7 @@ def calibrate(labels: Any, gold: Any, learner: str = "thresholds", *, folds: int
               tie: str = "avg") -> Calibrated:
     """Learn how to blend a jury (learner: thresholds, weights or logistic) on gold labels, scored
     on held-out queries (k folds by query). A warning says when a single member beats the blend."""
-    table, gold_qrels = ballots(labels), convert.qrels(gold, "gold", required=True)
+    table, gold_qrels = ballots(labels), convert.qrels(gold, "gold", required=True, argument="gold")
     try:
         report = cross_validate(table, gold_qrels, learner, folds=folds, seed=seed, tie=tie)
         learned = fit_blend(table, gold_qrels, learner, tie=tie, seed=seed)
@@ -292,19 +296,28 @@ def agreement(gold: Any, pred: Any, *, name: str = "prediction", invalid: int | 
     if convert.is_frame(pred) and "judge" in pred.columns and pred["judge"].nunique() > 1:
         raise JudgeblenderError("agreement compares one set of labels with gold; these are several judges': "
                                 "pass a blend (run.blend()), one judge's rows, or use run.agreement(gold)")
-    count = convert.invalid_count(pred) if invalid is None else invalid
-    return agreement_report(convert.qrels(gold, "gold", required=True), convert.qrels(pred, name), name, count,
-                            bootstrap=bootstrap, seed=seed, confidence=confidence)
+    gold_qrels = convert.qrels(gold, "gold", required=True, argument="gold")
+    return _agreement(gold_qrels, convert.triples(pred, name, argument="pred"), name, invalid, bootstrap=bootstrap,
+                      seed=seed, confidence=confidence)
 
 
-def _named_labels(predictions: Any) -> dict[str, Any]:
-    """{name: labels}: a mapping of names to labels, or one labels value (named 'prediction')."""
+def _agreement(gold: dict[str, dict[str, int]], pred: list, name: str, invalid: int | None,
+               **settings) -> AgreementReport:
+    """`agreement` on labels already read (gold's qrels, the prediction's triples): an input is
+    read once, so its invalid labels are counted from the same triples its qrels come from."""
+    count = sum(label is None for *_, label in pred) if invalid is None else invalid
+    return agreement_report(gold, convert.qrels_of(pred), name, count, **settings)
+
+
+def _named_labels(predictions: Any) -> list[tuple[str, str, Any]]:
+    """(name, argument, labels) of a mapping of names to labels, or of one labels value (named
+    'prediction'); `argument` is how errors name it (predictions['name'] or predictions)."""
     if isinstance(predictions, Mapping) and predictions:
         first = next(iter(predictions.values()))
         nested_qrels = isinstance(first, Mapping) and first and isinstance(next(iter(first.values())), Mapping)
         if nested_qrels or not isinstance(first, Mapping):
-            return {str(k): v for k, v in predictions.items()}
-    return {"prediction": predictions}
+            return [(str(k), f"predictions[{k!r}]", v) for k, v in predictions.items()]
+    return [("prediction", "predictions", predictions)]
 
 
 def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str] = DEFAULT_MEASURES,
@@ -315,9 +328,9 @@ def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str]
     runs, a list of run files, or {name: run} (a file, a DataFrame qid/docid/score or a dict)."""
     import pandas as pd
 
-    preds = {name: convert.qrels(p, name) for name, p in _named_labels(predictions).items()}
-    reports = correlate_reports(convert.qrels(gold, "gold", required=True), preds, convert.runs(runs), measures, bootstrap, seed,
-                                confidence)
+    gold_qrels = convert.qrels(gold, "gold", required=True, argument="gold")
+    preds = {name: convert.qrels(p, name, argument=argument) for name, argument, p in _named_labels(predictions)}
+    reports = correlate_reports(gold_qrels, preds, convert.runs(runs, "runs"), measures, bootstrap, seed, confidence)
     return pd.DataFrame([r.to_dict() for r in reports])
 
 

@@ -11,17 +11,26 @@ The currency is the triple (qid, docid, label), label None where a judge's answe
   - an iterable of ir_measures `Qrel` tuples or plain (qid, docid, label) tuples;
   - a path to a TREC qrels file (str or Path).
 and gives back a DataFrame (`frame`) or a qrels dict (`qrels`). Runs likewise: a DataFrame with
-qid, docid, score (ir_measures' query_id, doc_id, score), a {qid: {docid: score}} dict, ir_measures
-`ScoredDoc` tuples, or a TREC run file. pandas is imported only when a frame is asked for.
+qid, docid, score (ir_measures' query_id, doc_id, score; a PyTerrier result frame), a
+{qid: {docid: score}} or {qid: [(docid, score)]} dict, ir_measures or ir_datasets `ScoredDoc`
+tuples, or a TREC run file; every shape follows the run files' rule (pairs.runs: each document
+once per query, finite scores). pandas is imported only when a frame is asked for.
+
+Any of these may be a one-shot iterator (ir_measures' read_trec_qrels and read_trec_run,
+ir_datasets' qrels_iter() and scoreddocs_iter() return generators): each is read here once, and
+the callers pass on what came out (a list of triples, a qrels dict, a Run), never the input
+again, which a second read would find empty. Where data is needed, the caller names its
+argument (`argument=`) and an input that holds nothing is an error naming it, never a figure
+computed on nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import JudgeblenderError
+from .errors import ArgumentError, JudgeblenderError
 
 Triple = tuple[str, str, "int | None"]
 # The names each column goes by, the one read first when a frame has several: the project's own,
@@ -88,65 +97,99 @@ def _id(value: Any, where: str, column: str) -> str:
     return str(value)
 
 
-def _rows(labels: Any, what: str) -> tuple[Iterable[tuple[Any, Any, Any, Any]], str]:
-    """(position, qid, docid, label) of labels in any shape, and what a position counts."""
-    if is_frame(labels):
-        df = _columns(labels, ("qid", "docid", "label"), what)
-        return zip(df.index, df["qid"], df["docid"], df["label"]), "row"
-    if isinstance(labels, Mapping):
+def _rows(given: Any, what: str, value: str = "label") -> tuple[Iterable[tuple[Any, Any, Any, Any]], str]:
+    """(position, qid, docid, value) of labels (`value` "label") or of a run (`value` "score") in
+    any shape, as a generator over the input (read once, as it comes), and what a position counts."""
+    field, wanted = ("relevance", "(qid, docid, label)") if value == "label" else ("score", "(qid, docid, score)")
+    if is_frame(given):
+        df = _columns(given, ("qid", "docid", value), what)
+        return zip(df.index, df["qid"], df["docid"], df[value]), "row"
+    if isinstance(given, Mapping):
         def nested():
-            for qid, docs in labels.items():
-                if not isinstance(docs, Mapping):
-                    raise JudgeblenderError(f"{what}: a qrels dict maps qid -> {{docid: label}}; "
-                                            f"query {qid!r} maps to {type(docs).__name__}")
-                yield from ((f"{qid}/{d}", qid, d, v) for d, v in docs.items())
+            for qid, docs in given.items():
+                if isinstance(docs, Mapping):
+                    yield from ((f"{qid}/{d}", qid, d, v) for d, v in docs.items())
+                elif value == "score" and isinstance(docs, (list, tuple)):  # Run.ranking's shape
+                    for n, entry in enumerate(docs):
+                        if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+                            raise JudgeblenderError(f"{what}: key {qid}[{n}] should be (docid, score), got {entry!r}")
+                        yield (f"{qid}[{n}]", qid, *entry)
+                else:
+                    shapes = "a qrels dict maps qid -> {docid: label}" if value == "label" else \
+                        "a run dict maps qid -> {docid: score} or [(docid, score)]"
+                    raise JudgeblenderError(f"{what}: {shapes}; query {qid!r} maps to {type(docs).__name__}")
         return nested(), "key"
-    if isinstance(labels, Iterable):
+    if isinstance(given, Iterable) and not isinstance(given, (str, bytes)):
         def items():
-            for n, row in enumerate(labels, start=1):
-                fields = (row.query_id, row.doc_id, row.relevance) if hasattr(row, "relevance") else tuple(row)
+            for n, row in enumerate(given, start=1):
+                fields = (row.query_id, row.doc_id, getattr(row, field)) if hasattr(row, field) else tuple(row)
                 if len(fields) != 3:
-                    raise JudgeblenderError(f"{what}: row {n} should be (qid, docid, label), got {row!r}")
+                    raise JudgeblenderError(f"{what}: row {n} should be {wanted}, got {row!r}")
                 yield (n, *fields)
         return items(), "row"
-    raise JudgeblenderError(f"{what}: expected a DataFrame, a qrels dict, (qid, docid, label) tuples or a "
-                            f"qrels file, got {type(labels).__name__}")
+    shapes = ("a DataFrame, a qrels dict, (qid, docid, label) tuples or a qrels file" if value == "label" else
+              "a DataFrame, a {qid: {docid: score}} dict, ScoredDoc or (qid, docid, score) tuples or a run file")
+    raise JudgeblenderError(f"{what}: expected {shapes}, got {type(given).__name__}")
+
+
+def _nothing_in(argument: str, given: Any, expected: str) -> ArgumentError:
+    """The error for an input that holds nothing where data is needed: a figure computed on
+    nothing (n=0, NaN) would read as a result. The likeliest cause, an iterator read before,
+    is named."""
+    if isinstance(given, (str, Path)):
+        hint = f"the file {given} holds none"
+    elif isinstance(given, Iterator):
+        hint = "the iterator yielded none (an iterator is read once: was it read before?)"
+    else:
+        hint = "it holds none"
+    return ArgumentError(argument, expected, hint=hint)
 
 
 def triples(labels: Any, what: str = "labels", *, scale: tuple[int, ...] | None = None,
-            required: bool = False) -> list[Triple]:
+            required: bool = False, argument: str | None = None) -> list[Triple]:
     """(qid, docid, label) for every pair, in the order given; label None where invalid.
 
     The qrels files' rule holds for every shape (pairs.qrels.one_label_per_pair): a pair given
     twice with the same label is kept once, with a warning that says how many; with another
     label it is an error. A label that is not an integer (of `scale`, when given) is an error
-    naming its row; so is a missing one when `required` (gold labels)."""
+    naming its row; so is a missing one when `required` (gold labels). With `argument` (the
+    caller's name for `labels`) an input without a single pair is an error naming it. `labels`
+    is read once: pass the list on, not `labels` again."""
     from .pairs.qrels import one_label_per_pair, read_qrels
     from .pairs.textfile import report_repair
 
     if isinstance(labels, (str, Path)):
-        return [(q, d, v) for q, docs in read_qrels(labels, allowed=scale).items() for d, v in docs.items()]
+        return _some(argument, labels, [(q, d, v) for q, docs in read_qrels(labels, allowed=scale).items()
+                                         for d, v in docs.items()])
     rows, unit = _rows(labels, what)
     checked = ((where, _id(q, f"{what}: {unit} {where}", "qid"), _id(d, f"{what}: {unit} {where}", "docid"),
                 _label(v, f"{what}: {unit} {where} ({q} {d})", scale, required), v) for where, q, d, v in rows)
     found, repeats = one_label_per_pair(checked, lambda where, expected, got: JudgeblenderError(
         f"{what}: {unit} {where}: expected {expected}, got {got!r}"))
     report_repair(what, f"{len(repeats)} repeated identical labels kept once", repeats, unit)
-    return [(q, d, v) for (q, d), v in found.items()]
+    return _some(argument, labels, [(q, d, v) for (q, d), v in found.items()])
 
 
-def qrels(labels: Any, what: str = "labels", *, required: bool = False) -> dict[str, dict[str, int]]:
-    """{qid: {docid: label}} of the valid labels (each pair once: see `triples`)."""
+def _some(argument: str | None, given: Any, found: list) -> list:
+    """`found`, unless it is empty and `argument` names an input where data is needed."""
+    if argument is not None and not found:
+        raise _nothing_in(argument, given, "at least one (qid, docid, label)")
+    return found
+
+
+def qrels_of(found: Iterable[Triple]) -> dict[str, dict[str, int]]:
+    """{qid: {docid: label}} of the valid labels among triples already read (`triples`)."""
     out: dict[str, dict[str, int]] = {}
-    for q, d, v in triples(labels, what, required=required):
+    for q, d, v in found:
         if v is not None:
             out.setdefault(q, {})[d] = v
     return out
 
 
-def invalid_count(labels: Any) -> int:
-    """How many pairs carry an invalid (missing) label."""
-    return 0 if isinstance(labels, (str, Path, Mapping)) else sum(v is None for *_, v in triples(labels))
+def qrels(labels: Any, what: str = "labels", *, required: bool = False,
+          argument: str | None = None) -> dict[str, dict[str, int]]:
+    """{qid: {docid: label}} of the valid labels (each pair once: see `triples`)."""
+    return qrels_of(triples(labels, what, required=required, argument=argument))
 
 
 def frame(labels: Any, what: str = "labels"):
@@ -158,60 +201,101 @@ def frame(labels: Any, what: str = "labels"):
                          "label": pd.array([r[2] for r in rows], dtype="Int64")})
 
 
-def pairs(items: Any, what: str = "pairs") -> list[tuple[str, str]]:
-    """(qid, docid) of a DataFrame, a pairs/qrels/run file, Pair objects or tuples, in order, once."""
+def pairs(items: Any, what: str = "pairs", *, argument: str | None = None) -> list[tuple[str, str]]:
+    """(qid, docid) of a DataFrame, a pairs/qrels/run file, Pair objects or tuples, in order, once.
+    `items` is read once, as it comes; with `argument`, an input without a pair is an error naming it."""
     if isinstance(items, (str, Path)):
         from .pairs import read_pairs
 
-        return [(p.qid, p.docid) for p in read_pairs(items)]
-    if is_frame(items):
-        df = _columns(items, ("qid", "docid"), what)
-        found = [(_id(q, f"{what}: row {i}", "qid"), _id(d, f"{what}: row {i}", "docid"))
-                 for i, q, d in zip(df.index, df["qid"], df["docid"])]
-    else:
-        found = []
+        return [(p.qid, p.docid) for p in read_pairs(items)]  # an empty file is an error there
+
+    def found():
+        if is_frame(items):
+            df = _columns(items, ("qid", "docid"), what)
+            for i, q, d in zip(df.index, df["qid"], df["docid"]):
+                yield _id(q, f"{what}: row {i}", "qid"), _id(d, f"{what}: row {i}", "docid")
+            return
         for n, item in enumerate(items, start=1):
             if hasattr(item, "qid") and hasattr(item, "docid"):
-                found.append((str(item.qid), str(item.docid)))
+                yield str(item.qid), str(item.docid)
             elif hasattr(item, "query_id") and hasattr(item, "doc_id"):
-                found.append((str(item.query_id), str(item.doc_id)))
+                yield str(item.query_id), str(item.doc_id)
             elif isinstance(item, (tuple, list)) and len(item) >= 2:
-                found.append((str(item[0]), str(item[1])))
+                yield str(item[0]), str(item[1])
             else:
                 raise JudgeblenderError(f"{what}: item {n} should be (qid, docid) or a Pair, got {item!r}")
-    return list(dict.fromkeys(found))
+
+    once = list(dict.fromkeys(found()))  # each pair once, without a list of the repeats first
+    if argument is not None and not once:
+        raise _nothing_in(argument, items, "at least one (qid, docid) pair")
+    return once
+
+
+def run_ranking(run: Any, what: str = "run") -> dict[str, list[tuple[str, float]]]:
+    """{qid: [(docid, score)]}, in the order given, of a run in any shape but a file (a DataFrame,
+    a PyTerrier result frame, a {qid: {docid: score}} or {qid: [(docid, score)]} dict, ScoredDoc
+    or (qid, docid, score) tuples), read once. The run files' rule holds for every shape
+    (pairs.runs.each_document_once, read_score): a document ranked twice for a query is an error
+    naming the query, the document and both positions, never settled by row order or a dict's
+    overwrite; a NaN, infinite or non-number score is an error naming its row; so is a run that
+    ranks nothing, as an empty run file is. `what` names the run in errors (the caller's argument)."""
+    import numpy as np
+
+    from .pairs.runs import each_document_once, read_score
+
+    rows, unit = _rows(run, what, "score")
+
+    def checked():
+        for where, q, d, s in rows:
+            at = f"{what}: {unit} {where}"
+            qid, docid = _id(q, at, "qid"), _id(d, at, "docid")
+            try:
+                score = read_score(s)
+            except ValueError as exc:  # a frame's numpy value shown as the number it is
+                raise ArgumentError(f"{at} ({qid} {docid})", str(exc), s.item() if isinstance(s, np.generic) else s
+                                    ) from None
+            yield where, qid, docid, score, (qid, docid, score)
+
+    ranking = each_document_once(checked(), lambda where, expected, got: ArgumentError(
+        f"{what}: {unit} {where}", expected, got), unit)
+    if not ranking:
+        raise _nothing_in(what, run, "at least one ranked document (qid, docid, score)")
+    return ranking
 
 
 def run_scores(run: Any, what: str = "run") -> dict[str, dict[str, float]]:
-    """{qid: {docid: score}} of a run given as a DataFrame, a dict or ScoredDoc tuples."""
-    if is_frame(run):
-        df = _columns(run, ("qid", "docid", "score"), what)
-        rows = zip(df["qid"], df["docid"], df["score"])
-    elif isinstance(run, Mapping):
-        rows = ((q, d, s) for q, docs in run.items() for d, s in docs.items())
-    else:
-        rows = ((r.query_id, r.doc_id, r.score) if hasattr(r, "score") else tuple(r) for r in run)
-    out: dict[str, dict[str, float]] = {}
-    for q, d, s in rows:
-        out.setdefault(str(q), {})[str(d)] = float(s)
-    return out
+    """{qid: {docid: score}} of a run in any shape but a file (see `run_ranking`, whose rule it keeps)."""
+    return {q: dict(docs) for q, docs in run_ranking(run, what).items()}
 
 
-def runs(given: Any) -> list:
-    """Runs (pairs.Run) from a folder of TREC runs, a list of run files, or {name: run} where each
-    run is a file, a DataFrame, a dict or ScoredDoc tuples."""
+def run(given: Any, name: str | None = None, what: str = "run"):
+    """One run (pairs.Run) from a TREC run file or `irds:` id, a Run, or any shape `run_ranking`
+    reads (named `name`; a file keeps its own name without one). Read once."""
+    from .pairs.runs import Run, read_run
+
+    if isinstance(given, (str, Path)):
+        return read_run(given, name=name)
+    if isinstance(given, Run):
+        return given if name is None or name == given.name else Run(name, given.path, columns=given.columns())
+    name = what if name is None else name
+    # Run ranks them by trec_eval's rule (pairs/runs.py, trec_eval_ranking)
+    return Run(name, name, run_ranking(given, what))
+
+
+def runs(given: Any, argument: str = "runs") -> list:
+    """Runs (pairs.Run) from a folder of TREC runs (or an `irds:` id), a list of run files or Runs,
+    or {name: run} where each run is any shape `run` reads; each run read once. Errors name
+    `argument` and the run: `runs['bm25']: row 3 ...`."""
     from .pairs.runs import Run, read_run, read_runs_dir
 
     if isinstance(given, (str, Path)):
         return read_runs_dir(given) if Path(given).is_dir() else [read_run(given)]
     if isinstance(given, Mapping):
-        out = []
-        for name, run in given.items():
-            if isinstance(run, (str, Path)):
-                out.append(read_run(run, name=str(name)))
-                continue
-            scores = run_scores(run, f"run {name}")
-            # Run ranks them by trec_eval's rule (pairs/runs.py, trec_eval_ranking)
-            out.append(Run(str(name), str(name), {q: list(docs.items()) for q, docs in scores.items()}))
-        return out
-    return [r if isinstance(r, Run) else read_run(r) for r in given]
+        return [run(r, str(name), f"{argument}[{name!r}]") for name, r in given.items()]
+    out = []
+    for i, r in enumerate(given):
+        if isinstance(r, tuple):  # a ScoredDoc, or (qid, docid, score): a row, not a run
+            raise ArgumentError(f"{argument}[{i}]", "a run (a run file, a Run, a DataFrame, a dict or ScoredDoc "
+                                "tuples)", r, hint=f"{argument} looks like one run's rows: pass {{name: run}}")
+        out.append(run(r, None if isinstance(r, (str, Path, Run)) else f"run {i + 1}", f"{argument}[{i}]"))
+    return out

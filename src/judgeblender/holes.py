@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import convert
-from .errors import JudgeblenderError, require
+from .errors import ArgumentError, JudgeblenderError, require
 from .evaluate.experiment import DEFAULT_CORRECTION, ExperimentInputs, Seed, experiment_table
 from .label.merge import HUMAN, merge_labels
 from .pairs.pool import PoolPair, exclude_judged, pool_runs
@@ -57,33 +57,40 @@ def is_transformer(system: Any) -> bool:
 def system_runs(systems: Any, topics: Any, names: Sequence[str] | None = None) -> list[Run]:
     """Runs of `systems`: {name: system} or a list (named by `names`, a run file's name, or
     system 1, 2, ...). A system is a run file, a DataFrame (qid, docid/docno, score), a
-    {qid: {docid: score}} dict, ScoredDoc tuples, or a PyTerrier transformer, run on `topics`."""
+    {qid: {docid: score}} dict, ScoredDoc tuples (an ir_measures or ir_datasets iterator too), or a
+    PyTerrier transformer, run on `topics`. Each system is read once (convert.run), and every
+    shape, a transformer's output too, follows the run files' rule; errors name the system as
+    `systems['name']` or `systems[i]`."""
     if isinstance(systems, Mapping):
-        given = {str(k): v for k, v in systems.items()}
+        given = [(str(k), f"systems[{k!r}]", v) for k, v in systems.items()]
     else:
         systems = list(systems) if not (isinstance(systems, (str, Path)) or convert.is_frame(systems)
                                         or is_transformer(systems)) else [systems]
         if names is not None and len(names) != len(systems):
             raise JudgeblenderError(f"{len(names)} names for {len(systems)} systems")
-        given = {}
-        for i, system in enumerate(systems):
-            if names is not None:
-                name = str(names[i])
-            elif isinstance(system, (str, Path)):
-                name = convert.runs([system])[0].name
-            else:
-                name = f"system {i + 1}"
-            if name in given:
-                raise JudgeblenderError(f"two systems are named {name!r}: give names=")
-            given[name] = system
-    if any(is_transformer(s) for s in given.values()):
+        rows = [i for i, s in enumerate(systems) if isinstance(s, tuple)]
+        if rows:  # a ScoredDoc or (qid, docid, score) is a row of a run, never a system
+            raise ArgumentError(f"systems[{rows[0]}]", "a system (a run file, a DataFrame, a dict, ScoredDoc "
+                                "tuples or a PyTerrier transformer)", systems[rows[0]],
+                                hint="systems looks like one run's rows: pass {name: run}")
+        given = [(str(names[i]) if names is not None else None if isinstance(s, (str, Path, Run))
+                  else f"system {i + 1}", f"systems[{i}]", s) for i, s in enumerate(systems)]
+    frame = None
+    if any(is_transformer(s) for *_, s in given):
         require("pyterrier", "pyterrier", "running a PyTerrier transformer as a system")
         import pandas as pd
 
         texts = topic_texts(topics)
         frame = pd.DataFrame({"qid": list(texts), "query": list(texts.values())})
-        given = {n: (s.transform(frame) if is_transformer(s) else s) for n, s in given.items()}
-    return convert.runs(given)
+    runs: dict[str, Run] = {}
+    for name, argument, system in given:
+        if is_transformer(system):
+            system = system.transform(frame)
+        run = convert.run(system, name, argument)
+        if run.name in runs:
+            raise JudgeblenderError(f"two systems are named {run.name!r}: give names=")
+        runs[run.name] = run
+    return list(runs.values())
 
 
 # -- filling ------------------------------------------------------------------------------
@@ -116,26 +123,43 @@ def _llm_source(llm_labels: Any) -> str:
     return Path(llm_labels).stem if isinstance(llm_labels, (str, Path)) else "llm_labels"
 
 
-def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Any = None, corpus: Any = None,
-         judges: Any = None, llm_labels: Any = None, prompt: str = "umbrela", mode: str = "generate",
-         options: Mapping[str, Any] | None = None, store: Any = None, blend: str = "mv", k: int = 10,
-         judge_pool: bool = False) -> Filled:
-    """Pool the runs' top k on `queries`; label the pooled pairs the human `qrels` lack (all pooled
-    pairs with `judge_pool`) with `judges` (through `store`) or from `llm_labels`; fill."""
+def _one_source(judges: Any, llm_labels: Any) -> None:
     if (judges is None) == (llm_labels is None):
         raise JudgeblenderError("give judges= (to judge the holes) or llm_labels= (labels already made), one of them")
-    human = convert.qrels(qrels, "qrels") if qrels is not None else {}
+
+
+def given_labels(qrels: Any, judges: Any, llm_labels: Any, *,
+                 human_needed: bool) -> tuple[Qrels | None, Qrels | None, str]:
+    """The human labels and the LLM labels already made, each read once (an iterator has one
+    read), before any system is run or model called: (human qrels, or None where not given and
+    not `human_needed`; the LLM's qrels or None; what the LLM labels are called)."""
+    _one_source(judges, llm_labels)
+    human = convert.qrels(qrels, "qrels", argument="qrels") if qrels is not None or human_needed else None
+    if llm_labels is None:
+        return human, None, ""
+    return human, convert.qrels(llm_labels, "llm_labels", argument="llm_labels"), _llm_source(llm_labels)
+
+
+def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Qrels | None = None, corpus: Any = None,
+         judges: Any = None, llm_labels: Qrels | None = None, llm_source: str = "llm_labels",
+         prompt: str = "umbrela", mode: str = "generate", options: Mapping[str, Any] | None = None,
+         store: Any = None, blend: str = "mv", k: int = 10, judge_pool: bool = False) -> Filled:
+    """Pool the runs' top k on `queries`; label the pooled pairs the human `qrels` lack (all pooled
+    pairs with `judge_pool`) with `judges` (through `store`) or from `llm_labels` (named
+    `llm_source` in notes and provenance); fill. `qrels` and `llm_labels` are qrels dicts already
+    read (`given_labels`): an input is read once, at the entry point."""
+    _one_source(judges, llm_labels)
+    human = qrels if qrels is not None else {}
     pool = pool_runs(runs, k, set(queries))
     holes = exclude_judged(pool, human)
     # Labels already made cost nothing: take them for the whole pool (the LLM-only scores need it).
     asked = pool if judge_pool or llm_labels is not None else holes
     if llm_labels is not None:
-        source = _llm_source(llm_labels)
-        given = convert.qrels(llm_labels, "llm_labels")
+        source = llm_source
         llm: Qrels = {}
         for p in asked:
-            if p.docid in given.get(p.qid, {}):
-                llm.setdefault(p.qid, {})[p.docid] = given[p.qid][p.docid]
+            if p.docid in llm_labels.get(p.qid, {}):
+                llm.setdefault(p.qid, {})[p.docid] = llm_labels[p.qid][p.docid]
         what = f"have no valid label in {source}"
     else:
         import pandas as pd
@@ -185,26 +209,26 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
     `baseline`: a system's name; adds paired t-tests on the filled labels with `correction`
     (holm, bonferroni or none) and, with a seed, PPI++ differences with Holm's correction.
     The table's `attrs` hold the queries, k, confidence, correction and the notes."""
-    queries = topic_texts(topics)
-    runs = system_runs(systems, topics, names)
     if judge_pool is None:
         judge_pool = seed is not None
     elif seed is not None and not judge_pool:
         raise JudgeblenderError("a seed needs LLM labels for the whole pool: leave judge_pool at its default")
-    filled = fill(runs, queries, qrels=qrels, corpus=corpus, judges=judges, llm_labels=llm_labels, prompt=prompt,
-                  mode=mode, options=options, store=store, blend=blend, k=k, judge_pool=judge_pool)
-    human = convert.qrels(qrels, "qrels") if qrels is not None else None
+    seed_arg = None
+    if seed is not None:  # read, as every input, once and before any system runs or model is called
+        seed_path = seed if isinstance(seed, (str, Path)) else "seed"
+        if design is None and not isinstance(seed, (str, Path)):
+            raise JudgeblenderError("a seed given as labels (not a file) needs design= (its design file)")
+        seed_arg = Seed(convert.qrels(seed, "seed", argument="seed"), seed_path, design)
+    human, given, source = given_labels(qrels, judges, llm_labels, human_needed=False)
+    queries = topic_texts(topics)
+    runs = system_runs(systems, queries, names)
+    filled = fill(runs, queries, qrels=human, corpus=corpus, judges=judges, llm_labels=given, llm_source=source,
+                  prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k, judge_pool=judge_pool)
     population = [q for q in queries if q in (human if human is not None else filled.qrels)]
     if not population:
         raise JudgeblenderError("no topic has a label: the qrels and the topics share no query")
     llm_sources = {pq: s for pq, s in filled.provenance.items() if s != HUMAN}
     inputs = ExperimentInputs(runs, population, human, filled.qrels, filled.llm, llm_sources, filled.llm_complete)
-    seed_arg = None
-    if seed is not None:
-        seed_path = seed if isinstance(seed, (str, Path)) else "seed"
-        if design is None and not isinstance(seed, (str, Path)):
-            raise JudgeblenderError("a seed given as labels (not a file) needs design= (its design file)")
-        seed_arg = Seed(convert.qrels(seed, "seed"), seed_path, design)
     table = experiment_table(inputs, measures, k=k, baseline=baseline, correction=correction, seed=seed_arg,
                              confidence=confidence)
     table.attrs.update({"holes": len(filled.holes), "filled": len(llm_sources), "invalid": len(filled.invalid),

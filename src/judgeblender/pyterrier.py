@@ -20,7 +20,7 @@ from typing import Any
 
 from . import convert
 from .errors import JudgeblenderError, require
-from .holes import fill, system_runs, topic_texts
+from .holes import fill, given_labels, system_runs, topic_texts
 
 pt = require("pyterrier", "pyterrier", "judgeblender.pyterrier")
 
@@ -103,8 +103,10 @@ def fill_qrels(systems: Any, topics: Any, *, qrels: Any, corpus: Any = None, jud
     `store`) or taken from `llm_labels` (label files or frames). provenance is "human" or the judge.
     Pairs left without a valid label are left out, counted in a note (logged, and in the frame's
     attrs["notes"]). `pt.Experiment(systems, topics, filled, eval_metrics=[...])` runs on it."""
-    runs = system_runs(systems, topics, names)
-    filled = fill(runs, topic_texts(topics), qrels=qrels, corpus=corpus, judges=judges, llm_labels=llm_labels,
+    human, given, source = given_labels(qrels, judges, llm_labels, human_needed=True)  # each read once, first
+    queries = topic_texts(topics)
+    runs = system_runs(systems, queries, names)
+    filled = fill(runs, queries, qrels=human, corpus=corpus, judges=judges, llm_labels=given, llm_source=source,
                   prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k)
     return filled.frame(docid="docno")
 

@@ -341,6 +341,7 @@ def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, 
              design_path: str | Path | None = None, pairs: bool = True) -> EstimateResult:
     """Per run and measure: LLM-only, human-only and query-level PPI++ estimates with intervals,
     and (with `pairs`) every pair of runs' difference. See the module docstring."""
+    runs = list(runs)  # an iterator of runs is read once
     if not 0 < confidence < 1:
         raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
     if target not in TARGETS:
@@ -485,6 +486,7 @@ def plan(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, *, t
     The per-query residual variance of the pilot is taken as the truth: with a small pilot it is
     itself uncertain, so plan for the larger runs' needs and re-check with `estimate` afterwards.
     """
+    runs = list(runs)  # an iterator of runs is read once
     if not target_width > 0:
         raise JudgeblenderError(f"--target-width must be positive, got {target_width}")
     result = estimate(llm, human, runs, measures, confidence=confidence, llm_path=llm_path,
@@ -549,6 +551,7 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
 
     from .pair_design import MIN_INFORMATIVE, gains, linear_weights, poisson_estimate
 
+    runs = list(runs)  # an iterator of runs is read once
     if not 0 < confidence < 1:
         raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
     stray = [(q, d) for q, docs in human.items() for d in docs if d not in llm.get(q, {})]

@@ -216,6 +216,7 @@ def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run]
     One report per (prediction, measure), predictions outermost. Only the gold qrels'
     queries are evaluated; `bootstrap=0` skips the intervals (they are then NaN).
     """
+    runs = list(runs)  # an iterator of runs is read once
     if not runs:
         raise JudgeblenderError("correlate needs at least one run")
     if bootstrap < 0:

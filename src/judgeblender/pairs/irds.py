@@ -183,12 +183,24 @@ def read_qrels(source: str | Path, allowed: Iterable[int] | None = None) -> dict
 
 def read_ranking(source: str | Path) -> dict[str, list[tuple[str, float]]]:
     """The dataset's scoreddocs as {qid: [(docid, score)]}, for a Run (which puts them in trec_eval's order)."""
+    from .runs import each_document_once, read_score  # runs imports this module
+
     ds = load(source, "scoreddocs")
-    rows: dict[str, dict[str, float]] = {}
-    with reading(source, "scoreddocs"):
-        for s in ds.scoreddocs_iter():
-            rows.setdefault(str(s.query_id), {})[str(s.doc_id)] = float(s.score)
-    ranking = {qid: list(docs.items()) for qid, docs in rows.items()}  # Run orders them (trec_eval_ranking)
+
+    def rows():
+        for n, s in enumerate(ds.scoreddocs_iter(), start=1):
+            qid, docid = str(s.query_id), str(s.doc_id)
+            try:
+                score = read_score(s.score)
+            except ValueError as exc:
+                raise fail(f"{n} ({qid} {docid})", str(exc), s.score) from None
+            yield n, qid, docid, score, tuple(s)
+
+    def fail(where: Any, expected: str, got: Any) -> DatasetError:
+        return DatasetError(f"{source}: scoreddoc {where}: expected {expected}, got {got!r}")
+
+    with reading(source, "scoreddocs"):  # the run files' rule: each document once per query, finite scores
+        ranking = each_document_once(rows(), fail, "scoreddoc")  # Run orders them (trec_eval_ranking)
     if not ranking:
         raise DatasetError(f"{source}: no scored documents")
     return ranking

@@ -20,10 +20,11 @@ import math
 import os
 import re
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -175,40 +176,72 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
     return Run(name=name, path=path, columns=columns)
 
 
+def read_score(value: Any) -> float:
+    """A run's score as every shape of run reads it: a decimal as trec_eval's atof reads one (in
+    text, `_DECIMAL`: not "nan", "inf", "1_0" or "１"), or a number that is not a bool, and finite.
+    Raises ValueError with what was expected ("a number score", "a finite score"): a NaN or
+    infinite score has no place in a ranking, and no shape may let one through that a run file
+    refuses."""
+    if isinstance(value, str):
+        if not _DECIMAL.fullmatch(value):
+            raise ValueError("a number score")
+        score = float(value)
+    elif isinstance(value, (bool, np.bool_, bytes)):
+        raise ValueError("a number score")
+    else:
+        try:
+            score = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError("a number score") from None
+    if not math.isfinite(score):
+        raise ValueError("a finite score")
+    return score
+
+
+def each_document_once(rows: Iterable[tuple[Any, str, str, float, Any]], fail: Callable[[Any, str, Any], Exception],
+                       unit: str = "line") -> dict[str, list[tuple[str, float]]]:
+    """The run files' rule, which every shape of run follows (files, DataFrames, dicts, ScoredDoc
+    tuples, PyTerrier results, ir_datasets scoreddocs): a document is ranked at most once per
+    query. A repeat is an error, `fail(position, expected, given)`, naming where the document came
+    first: keeping the first or the last score (row order, a dict's overwrite) would pick a rank
+    the run never stated. `rows` are (position, qid, docid, score, what was given); returns
+    {qid: [(docid, score)]} in the order given (Run puts them in trec_eval's order)."""
+    first: dict[tuple[str, str], Any] = {}
+    ranking: dict[str, list[tuple[str, float]]] = {}
+    for where, qid, docid, score, given in rows:
+        if (qid, docid) in first:
+            raise fail(where, f"each document once per query ({docid} is ranked for query {qid} at {unit} "
+                              f"{first[qid, docid]} already)", given)
+        first[qid, docid] = where
+        ranking.setdefault(qid, []).append((docid, score))
+    return ranking
+
+
 def _read_lines(path: Path) -> dict[str, list[tuple[str, float]]]:
     """The line-by-line reader: slower, and the one that explains what is wrong."""
-    rows: dict[str, list[tuple[str, float]]] = {}
-    first_line: dict[tuple[str, str], int] = {}
-    for lineno, line in iter_lines(path):
-        cols = line.split()
-        if len(cols) != 6:
-            if not cols:
-                continue
-            raise InputError(path, lineno, "6 columns 'query_id Q0 doc_id rank score run_tag'", line)
-        qid, _, docid, rank_s, score_s, _tag = cols
-        check_id(path, lineno, qid, "query id")
-        check_id(path, lineno, docid, "doc id")
-        if first_line.setdefault((qid, docid), lineno) != lineno:  # name the line of the repeat
-            raise InputError(path, lineno, f"each document once per query ({docid} is ranked for query {qid} "
-                             f"at line {first_line[qid, docid]} already)", line)
-        if not rank_s.isdigit():  # the fast test; the slow path says what is wrong
-            _check_rank(path, lineno, rank_s)
-        if not _DECIMAL.fullmatch(score_s):
-            raise InputError(path, lineno, "a number score in column 5", score_s)
-        score = float(score_s)
-        if not math.isfinite(score):
-            raise InputError(path, lineno, "a finite score in column 5", score_s)
-        rows.setdefault(qid, []).append((docid, score))
-    ranking = {}
-    for qid, entries in rows.items():
-        if len({d for d, _ in entries}) != len(entries):
-            seen: set[str] = set()
-            dupe = next(d for d, _ in entries if d in seen or seen.add(d))
-            raise InputError(path, None, f"each document once per query (query {qid} lists {dupe} twice)")
-        ranking[qid] = trec_eval_ranking(entries)
+
+    def rows():
+        for lineno, line in iter_lines(path):
+            cols = line.split()
+            if len(cols) != 6:
+                if not cols:
+                    continue
+                raise InputError(path, lineno, "6 columns 'query_id Q0 doc_id rank score run_tag'", line)
+            qid, _, docid, rank_s, score_s, _tag = cols
+            check_id(path, lineno, qid, "query id")
+            check_id(path, lineno, docid, "doc id")
+            if not rank_s.isdigit():  # the fast test; the slow path says what is wrong
+                _check_rank(path, lineno, rank_s)
+            try:
+                score = read_score(score_s)
+            except ValueError as exc:
+                raise InputError(path, lineno, f"{exc} in column 5", score_s) from None
+            yield lineno, qid, docid, score, line
+
+    ranking = each_document_once(rows(), lambda line, expected, got: InputError(path, line, expected, got))
     if not ranking:
         raise InputError(path, None, "at least one ranked document", "an empty run")
-    return ranking
+    return {qid: trec_eval_ranking(entries) for qid, entries in ranking.items()}
 
 
 def _read_fast(path: Path) -> RunColumns | None:
