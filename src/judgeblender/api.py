@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import convert
+from . import arguments, convert
 from .blend import LABELS, BallotTable, Blender, BlendResult, Vote
 from .blend.calibrate import CalibrationReport, LearnedBlend, cross_validate, fit_blend
 from .errors import JudgeblenderError
@@ -242,7 +242,8 @@ def _blend_table(table: BallotTable, method: str, **settings):
 
 
 def _result_frame(result: BlendResult):
-    return convert.frame([(q, d, lab) for (q, d), lab in zip(result.table.pairs, result.labels)], "blend")
+    return convert.frame([(q, d, lab) for (q, d), lab in zip(result.table.pairs, result.labels)], "blend",
+                         scale=convert.SCALE)
 
 
 def blend_labels(labels: Any, method: str = "mv", *, tie: str = "avg", seed: int | None = 0,
@@ -264,14 +265,15 @@ class Calibrated:
         """The learned blend's label per pair of another jury run (same judges)."""
         table = ballots(labels)
         predicted = self.learned.predict(table)
-        return convert.frame([(q, d, lab) for (q, d), lab in zip(table.pairs, predicted)], "calibrated blend")
+        return convert.frame([(q, d, lab) for (q, d), lab in zip(table.pairs, predicted)], "calibrated blend",
+                             scale=convert.SCALE)
 
 
 def calibrate(labels: Any, gold: Any, learner: str = "thresholds", *, folds: int = 5, seed: int | None = 0,
               tie: str = "avg") -> Calibrated:
     """Learn how to blend a jury (learner: thresholds, weights or logistic) on gold labels, scored
     on held-out queries (k folds by query). A warning says when a single member beats the blend."""
-    table, gold_qrels = ballots(labels), convert.qrels(gold, "gold", required=True)
+    table, gold_qrels = ballots(labels), convert.qrels(gold, "gold", scale=convert.SCALE, required=True)
     try:
         report = cross_validate(table, gold_qrels, learner, folds=folds, seed=seed, tie=tie)
         learned = fit_blend(table, gold_qrels, learner, tie=tie, seed=seed)
@@ -292,8 +294,9 @@ def agreement(gold: Any, pred: Any, *, name: str = "prediction", invalid: int | 
     if convert.is_frame(pred) and "judge" in pred.columns and pred["judge"].nunique() > 1:
         raise JudgeblenderError("agreement compares one set of labels with gold; these are several judges': "
                                 "pass a blend (run.blend()), one judge's rows, or use run.agreement(gold)")
-    count = convert.invalid_count(pred) if invalid is None else invalid
-    return agreement_report(convert.qrels(gold, "gold", required=True), convert.qrels(pred, name), name, count,
+    count = convert.invalid_count(pred, scale=convert.SCALE) if invalid is None else invalid
+    return agreement_report(convert.qrels(gold, "gold", scale=convert.SCALE, required=True),
+                            convert.qrels(pred, name, scale=convert.SCALE), name, count,
                             bootstrap=bootstrap, seed=seed, confidence=confidence)
 
 
@@ -315,17 +318,21 @@ def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str]
     runs, a list of run files, or {name: run} (a file, a DataFrame qid/docid/score or a dict)."""
     import pandas as pd
 
-    preds = {name: convert.qrels(p, name) for name, p in _named_labels(predictions).items()}
-    reports = correlate_reports(convert.qrels(gold, "gold", required=True), preds, convert.runs(runs), measures, bootstrap, seed,
-                                confidence)
+    preds = {name: convert.qrels(p, name, scale=convert.SCALE) for name, p in _named_labels(predictions).items()}
+    gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, required=True)
+    reports = correlate_reports(gold_qrels, preds, convert.runs(runs), measures, bootstrap, seed, confidence)
     return pd.DataFrame([r.to_dict() for r in reports])
 
 
-def labels_frame(labels: Any):
-    """Any labels (see judgeblender.convert) as a DataFrame qid, docid, label."""
-    return convert.frame(labels)
+def labels_frame(labels: Any, *, scale: Any = convert.SCALE):
+    """Any labels (see judgeblender.convert) as a DataFrame qid, docid, label. A label off
+    `scale` (TREC's 0-3 unless told another, e.g. `scale=range(5)`; None: any integer) is an
+    error naming its row: this is how labels on another scale are read, to be mapped onto 0-3
+    before judgeblender measures or blends them."""
+    return convert.frame(labels, scale=arguments.scale("scale", scale))
 
 
-def qrels(labels: Any) -> dict[str, dict[str, int]]:
-    """Any labels as a qrels dict {qid: {docid: label}} (invalid labels left out)."""
-    return convert.qrels(labels)
+def qrels(labels: Any, *, scale: Any = convert.SCALE) -> dict[str, dict[str, int]]:
+    """Any labels as a qrels dict {qid: {docid: label}} (invalid labels left out), each label
+    on `scale` (see `labels_frame`)."""
+    return convert.qrels(labels, scale=arguments.scale("scale", scale))

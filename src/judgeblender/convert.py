@@ -10,7 +10,10 @@ The currency is the triple (qid, docid, label), label None where a judge's answe
   - a qrels dict {qid: {docid: label}};
   - an iterable of ir_measures `Qrel` tuples or plain (qid, docid, label) tuples;
   - a path to a TREC qrels file (str or Path).
-and gives back a DataFrame (`frame`) or a qrels dict (`qrels`). Runs likewise: a DataFrame with
+and gives back a DataFrame (`frame`) or a qrels dict (`qrels`). Every reader of labels takes
+the scale it checks as a required keyword (`scale=SCALE`, TREC's 0-3, or `scale=None` for any
+integer), so no caller can forget it: a label of 7 or -1 is an error naming its row, file and
+line, in every shape, never a gain. Runs likewise: a DataFrame with
 qid, docid, score (ir_measures' query_id, doc_id, score), a {qid: {docid: score}} dict, ir_measures
 `ScoredDoc` tuples, or a TREC run file. pandas is imported only when a frame is asked for.
 """
@@ -21,7 +24,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import JudgeblenderError
+from .errors import JudgeblenderError, shown
+from .pairs.qrels import PAIRS_ONLY, SCALE  # noqa: F401 (callers name the scale as convert.SCALE)
 
 Triple = tuple[str, str, "int | None"]
 # The names each column goes by, the one read first when a frame has several: the project's own,
@@ -60,22 +64,24 @@ def _columns(df, needed: tuple[str, ...], what: str):
 
 def _label(value: Any, where: str, scale: tuple[int, ...] | None, required: bool) -> int | None:
     """An integer label (a float column's 2.0 too), or None for an invalid (NaN/None/<NA>) one.
-    Text, booleans, fractions, labels off `scale`, and with `required` a missing one, are errors."""
+    Text, booleans, fractions, labels off `scale`, and with `required` a missing one, are errors.
+    A numpy value is shown as the number it holds (7, not np.int64(7)): the user wrote 7."""
     from .pairs.texts import is_missing
 
+    given = shown(value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value)
     if is_missing(value):
         if required:
-            raise JudgeblenderError(f"{where}: a label is required, got {value!r}")
+            raise JudgeblenderError(f"{where}: a label is required, got {given}")
         return None
-    want = f"a label must be an integer in {list(scale)}" if scale else "a label must be an integer"
+    want = "a label must be an integer" if scale is None else f"a label must be an integer in {list(scale)}"
     if isinstance(value, (bool, str, bytes)) or type(value).__name__ in ("bool", "bool_", "str_", "bytes_"):
-        raise JudgeblenderError(f"{where}: {want}, got {value!r}")
+        raise JudgeblenderError(f"{where}: {want}, got {given}")
     try:
         as_int = int(value)
     except (TypeError, ValueError, OverflowError):
-        raise JudgeblenderError(f"{where}: {want}, got {value!r}") from None
-    if as_int != value or (scale and as_int not in scale):
-        raise JudgeblenderError(f"{where}: {want}, got {value!r}")
+        raise JudgeblenderError(f"{where}: {want}, got {given}") from None
+    if as_int != value or (scale is not None and as_int not in scale):
+        raise JudgeblenderError(f"{where}: {want}, got {given}")
     return as_int
 
 
@@ -113,14 +119,15 @@ def _rows(labels: Any, what: str) -> tuple[Iterable[tuple[Any, Any, Any, Any]], 
                             f"qrels file, got {type(labels).__name__}")
 
 
-def triples(labels: Any, what: str = "labels", *, scale: tuple[int, ...] | None = None,
+def triples(labels: Any, what: str = "labels", *, scale: Iterable[int] | None,
             required: bool = False) -> list[Triple]:
     """(qid, docid, label) for every pair, in the order given; label None where invalid.
 
     The qrels files' rule holds for every shape (pairs.qrels.one_label_per_pair): a pair given
     twice with the same label is kept once, with a warning that says how many; with another
-    label it is an error. A label that is not an integer (of `scale`, when given) is an error
-    naming its row; so is a missing one when `required` (gold labels)."""
+    label it is an error. A label that is not an integer of `scale` (SCALE, TREC's 0-3; None:
+    any integer) is an error naming its row, or its file and line; so is a missing one when
+    `required` (gold labels). `scale` has no default: every caller says which it reads."""
     from .pairs.qrels import one_label_per_pair, read_qrels
     from .pairs.textfile import report_repair
 
@@ -135,25 +142,26 @@ def triples(labels: Any, what: str = "labels", *, scale: tuple[int, ...] | None 
     return [(q, d, v) for (q, d), v in found.items()]
 
 
-def qrels(labels: Any, what: str = "labels", *, required: bool = False) -> dict[str, dict[str, int]]:
-    """{qid: {docid: label}} of the valid labels (each pair once: see `triples`)."""
+def qrels(labels: Any, what: str = "labels", *, scale: Iterable[int] | None,
+          required: bool = False) -> dict[str, dict[str, int]]:
+    """{qid: {docid: label}} of the valid labels (each pair once, on `scale`: see `triples`)."""
     out: dict[str, dict[str, int]] = {}
-    for q, d, v in triples(labels, what, required=required):
+    for q, d, v in triples(labels, what, scale=scale, required=required):
         if v is not None:
             out.setdefault(q, {})[d] = v
     return out
 
 
-def invalid_count(labels: Any) -> int:
-    """How many pairs carry an invalid (missing) label."""
-    return 0 if isinstance(labels, (str, Path, Mapping)) else sum(v is None for *_, v in triples(labels))
+def invalid_count(labels: Any, *, scale: Iterable[int] | None) -> int:
+    """How many pairs carry an invalid (missing) label; a label off `scale` is an error (`triples`)."""
+    return 0 if isinstance(labels, (str, Path, Mapping)) else sum(v is None for *_, v in triples(labels, scale=scale))
 
 
-def frame(labels: Any, what: str = "labels"):
-    """A DataFrame qid, docid, label (pandas' nullable Int64: <NA> where invalid)."""
+def frame(labels: Any, what: str = "labels", *, scale: Iterable[int] | None):
+    """A DataFrame qid, docid, label (pandas' nullable Int64: <NA> where invalid), labels on `scale`."""
     import pandas as pd
 
-    rows = triples(labels, what)
+    rows = triples(labels, what, scale=scale)
     return pd.DataFrame({"qid": [r[0] for r in rows], "docid": [r[1] for r in rows],
                          "label": pd.array([r[2] for r in rows], dtype="Int64")})
 

@@ -124,14 +124,14 @@ def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Any = None, 
     pairs with `judge_pool`) with `judges` (through `store`) or from `llm_labels`; fill."""
     if (judges is None) == (llm_labels is None):
         raise JudgeblenderError("give judges= (to judge the holes) or llm_labels= (labels already made), one of them")
-    human = convert.qrels(qrels, "qrels") if qrels is not None else {}
+    human = convert.qrels(qrels, "qrels", scale=convert.SCALE) if qrels is not None else {}
     pool = pool_runs(runs, k, set(queries))
     holes = exclude_judged(pool, human)
     # Labels already made cost nothing: take them for the whole pool (the LLM-only scores need it).
     asked = pool if judge_pool or llm_labels is not None else holes
     if llm_labels is not None:
         source = _llm_source(llm_labels)
-        given = convert.qrels(llm_labels, "llm_labels")
+        given = convert.qrels(llm_labels, "llm_labels", scale=convert.SCALE)
         llm: Qrels = {}
         for p in asked:
             if p.docid in given.get(p.qid, {}):
@@ -193,7 +193,7 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
         raise JudgeblenderError("a seed needs LLM labels for the whole pool: leave judge_pool at its default")
     filled = fill(runs, queries, qrels=qrels, corpus=corpus, judges=judges, llm_labels=llm_labels, prompt=prompt,
                   mode=mode, options=options, store=store, blend=blend, k=k, judge_pool=judge_pool)
-    human = convert.qrels(qrels, "qrels") if qrels is not None else None
+    human = convert.qrels(qrels, "qrels", scale=convert.SCALE) if qrels is not None else None
     population = [q for q in queries if q in (human if human is not None else filled.qrels)]
     if not population:
         raise JudgeblenderError("no topic has a label: the qrels and the topics share no query")
@@ -204,7 +204,7 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
         seed_path = seed if isinstance(seed, (str, Path)) else "seed"
         if design is None and not isinstance(seed, (str, Path)):
             raise JudgeblenderError("a seed given as labels (not a file) needs design= (its design file)")
-        seed_arg = Seed(convert.qrels(seed, "seed"), seed_path, design)
+        seed_arg = Seed(convert.qrels(seed, "seed", scale=convert.SCALE), seed_path, design)
     table = experiment_table(inputs, measures, k=k, baseline=baseline, correction=correction, seed=seed_arg,
                              confidence=confidence)
     table.attrs.update({"holes": len(filled.holes), "filled": len(llm_sources), "invalid": len(filled.invalid),

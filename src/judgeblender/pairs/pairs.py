@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from .qrels import read_qrels
+from .qrels import PAIRS_ONLY, read_qrels
 from .runs import read_run
 from . import irds
 from .textfile import check_id, iter_lines, report_repair
@@ -57,7 +57,7 @@ def read_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) ->
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt == "qrels":
-        pairs = [Pair(q, d) for q, docs in read_qrels(path).items() for d in docs]
+        pairs = [Pair(q, d) for q, docs in read_qrels(path, allowed=PAIRS_ONLY).items() for d in docs]
     elif fmt == "run":
         run = read_run(path)
         pairs = [Pair(q, d) for q in run.ranking for d in run.top(q, depth)]
@@ -74,7 +74,7 @@ def _irds_pairs(source: str | Path, fmt: str, depth: int | None) -> list[Pair]:
     if fmt == "auto":
         fmt = "qrels" if irds.has(source, "qrels") else "run"
     if fmt == "qrels":
-        pairs = [Pair(q, d) for q, docs in irds.read_qrels(source).items() for d in docs]
+        pairs = [Pair(q, d) for q, docs in irds.read_qrels(source, allowed=PAIRS_ONLY).items() for d in docs]
     else:
         run = read_run(source)  # in trec_eval's order, as a run file's
         pairs = [Pair(q, d) for q in run.ranking for d in run.top(q, depth)]
