@@ -12,13 +12,13 @@ PyTerrier's qrels. PyTerrier is imported only to run a transformer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import convert
-from .errors import JudgeblenderError, require
+from . import arguments, convert
+from .errors import ArgumentError, JudgeblenderError, require
 from .evaluate.experiment import DEFAULT_CORRECTION, ExperimentInputs, Seed, experiment_table
 from .label.merge import HUMAN, merge_labels
 from .pairs.pool import PoolPair, exclude_judged, pool_runs
@@ -40,13 +40,15 @@ def topic_texts(topics: Any) -> dict[str, str]:
         df = convert._columns(topics, ("qid",), "topics")
         if "query" not in df.columns:
             raise JudgeblenderError(f"topics: a DataFrame needs the columns qid and query (it has {list(topics.columns)})")
-        return dict(zip(df["qid"].astype(str), df["query"].astype(str)))
-    if isinstance(topics, (str, Path)):
-        return read_queries(topics)
-    if isinstance(topics, Mapping):
-        return {str(q): str(t) for q, t in topics.items()}
-    raise JudgeblenderError(f"topics: a DataFrame (qid, query), a queries file, an irds: id or {{qid: text}}; "
-                            f"got {type(topics).__name__}")
+        texts = dict(zip(df["qid"].astype(str), df["query"].astype(str)))
+    elif isinstance(topics, (str, Path)):
+        texts = read_queries(topics)
+    elif isinstance(topics, Mapping):
+        texts = {str(q): str(t) for q, t in topics.items()}
+    else:
+        raise ArgumentError("topics", "a DataFrame (qid, query), a queries file, an irds: id or {qid: text}", topics)
+    # no topic would give a table of nothing: every score is a mean over the topics
+    return arguments.non_empty("topics", texts, "one topic (a qid and its query text)")
 
 
 def is_transformer(system: Any) -> bool:
@@ -58,13 +60,20 @@ def system_runs(systems: Any, topics: Any, names: Sequence[str] | None = None) -
     """Runs of `systems`: {name: system} or a list (named by `names`, a run file's name, or
     system 1, 2, ...). A system is a run file, a DataFrame (qid, docid/docno, score), a
     {qid: {docid: score}} dict, ScoredDoc tuples, or a PyTerrier transformer, run on `topics`."""
+    original = systems
     if isinstance(systems, Mapping):
         given = {str(k): v for k, v in systems.items()}
     else:
+        if not isinstance(systems, (str, Path, Iterable)) and not convert.is_frame(systems) \
+                and not is_transformer(systems):
+            raise ArgumentError("systems", "{name: system} or a list of systems (run files, DataFrames, dicts, "
+                                "PyTerrier transformers)", systems)
         systems = list(systems) if not (isinstance(systems, (str, Path)) or convert.is_frame(systems)
                                         or is_transformer(systems)) else [systems]
-        if names is not None and len(names) != len(systems):
-            raise JudgeblenderError(f"{len(names)} names for {len(systems)} systems")
+        if names is not None:
+            names = arguments.sequence("names", names, "system names")
+            if len(names) != len(systems):
+                raise ArgumentError("names", f"one name for each of the {len(systems)} systems", names)
         given = {}
         for i, system in enumerate(systems):
             if names is not None:
@@ -76,6 +85,8 @@ def system_runs(systems: Any, topics: Any, names: Sequence[str] | None = None) -
             if name in given:
                 raise JudgeblenderError(f"two systems are named {name!r}: give names=")
             given[name] = system
+    if not given:  # no system: a table of nothing
+        raise ArgumentError("systems", "at least one system", original)
     if any(is_transformer(s) for s in given.values()):
         require("pyterrier", "pyterrier", "running a PyTerrier transformer as a system")
         import pandas as pd
@@ -112,6 +123,16 @@ class Filled:
         return df
 
 
+def pooling(k: Any, blend: Any) -> int:
+    """The pool's depth and the jury's blend, checked before any system runs or model is called
+    (experiment, fill, pyterrier.fill_qrels): k=10.0, "10" or 0 would otherwise reach the pool as
+    a slice or a comparison and fail there, or pool nothing."""
+    from .blend import METHODS
+
+    arguments.one_of("blend", blend, METHODS)
+    return arguments.positive_int("k", k)
+
+
 def _llm_source(llm_labels: Any) -> str:
     return Path(llm_labels).stem if isinstance(llm_labels, (str, Path)) else "llm_labels"
 
@@ -122,8 +143,11 @@ def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Any = None, 
          judge_pool: bool = False) -> Filled:
     """Pool the runs' top k on `queries`; label the pooled pairs the human `qrels` lack (all pooled
     pairs with `judge_pool`) with `judges` (through `store`) or from `llm_labels`; fill."""
+    k = pooling(k, blend)
+    arguments.flag("judge_pool", judge_pool)
     if (judges is None) == (llm_labels is None):
-        raise JudgeblenderError("give judges= (to judge the holes) or llm_labels= (labels already made), one of them")
+        raise ArgumentError("judges", "judges= (to judge the holes) or llm_labels= (labels already made), one of "
+                            "them", "neither" if judges is None else "both")
     human = convert.qrels(qrels, "qrels", scale=convert.SCALE) if qrels is not None else {}
     pool = pool_runs(runs, k, set(queries))
     holes = exclude_judged(pool, human)
@@ -137,6 +161,11 @@ def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Any = None, 
             if p.docid in given.get(p.qid, {}):
                 llm.setdefault(p.qid, {})[p.docid] = given[p.qid][p.docid]
         what = f"have no valid label in {source}"
+    elif not asked:  # people labelled every pooled pair: no model call (jb.judge refuses no pairs)
+        from .api import panel
+
+        jury = panel(judges, prompt=prompt, mode=mode, options=options)  # a bad jury still fails here
+        llm, what, source = {}, "", ", ".join(j.id or j.model for j in jury.judges)
     else:
         import pandas as pd
 
@@ -185,6 +214,15 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
     `baseline`: a system's name; adds paired t-tests on the filled labels with `correction`
     (holm, bonferroni or none) and, with a seed, PPI++ differences with Holm's correction.
     The table's `attrs` hold the queries, k, confidence, correction and the notes."""
+    k = pooling(k, blend)
+    measures = arguments.sequence("measures", measures, "measures (ir_measures names such as nDCG@10)")
+    arguments.number_between("confidence", confidence, 0, 1)
+    if correction is not None and not isinstance(correction, str):  # the name is checked by experiment_table
+        raise ArgumentError("correction", "holm, bonferroni or none", correction)
+    if baseline is not None:
+        arguments.text("baseline", baseline)
+    if judge_pool is not None:
+        arguments.flag("judge_pool", judge_pool)
     queries = topic_texts(topics)
     runs = system_runs(systems, topics, names)
     if judge_pool is None:

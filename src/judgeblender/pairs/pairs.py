@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import arguments
 from ..errors import InputError
 from .qrels import PAIRS_ONLY, read_qrels
 from .runs import read_run
@@ -45,11 +46,18 @@ def detect_format(path: str | Path) -> str:
     raise InputError(path, None, "at least one pair", "an empty file")
 
 
+def _depth(depth: object) -> int | None:
+    """A run's top-k: a slice with -1 would quietly drop each query's last document, and 2.5 fail
+    as a slice, so it is checked where the pairs are asked for (read_pairs, PairsFile)."""
+    return None if depth is None else arguments.positive_int("depth", depth)
+
+
 def read_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) -> list[Pair]:
     """Pairs in first-seen order, duplicates removed. `depth` keeps a run's top-k per query.
 
     `irds:ID`: an ir_datasets id's qrels (format auto or qrels; auto takes its scoreddocs when
     it has no qrels) or its scoreddocs as a run (format run)."""
+    depth = _depth(depth)
     if irds.is_irds(path):
         return _irds_pairs(path, fmt, depth)
     if fmt not in FORMATS:
@@ -182,7 +190,7 @@ class PairsFile:
     unique = True
 
     def __init__(self, path: str | Path, fmt: str = "auto", depth: int | None = None, limit: int | None = None):
-        self.path, self.fmt, self.depth, self.limit = path, fmt, depth, limit
+        self.path, self.fmt, self.depth, self.limit = path, fmt, _depth(depth), limit
         self._passes = 0
 
     def __iter__(self) -> Iterator[Pair]:
