@@ -90,7 +90,8 @@ def test_ir_measures_and_pyterrier_qrels_frames_read_as_the_same_labels():
     ours = pd.DataFrame({"qid": ["1", "1"], "docid": ["a", "b"], "label": [2, 0]})
     ir_m = ours.rename(columns={"qid": "query_id", "docid": "doc_id", "label": "relevance"})
     pyt = ours.rename(columns={"docid": "docno"})
-    assert convert.qrels(ours) == convert.qrels(ir_m) == convert.qrels(pyt) == {"1": {"a": 2, "b": 0}}
+    assert convert.qrels(ours, scale=convert.SCALE) == convert.qrels(ir_m, scale=convert.SCALE) \
+        == convert.qrels(pyt, scale=convert.SCALE) == {"1": {"a": 2, "b": 0}}
 
 
 def test_a_pyterrier_result_frame_is_a_run_ranked_by_its_score():
@@ -103,7 +104,7 @@ def test_a_pyterrier_result_frame_is_a_run_ranked_by_its_score():
 def test_a_frame_with_two_names_for_one_column_says_which_it_used(caplog):
     res = pd.DataFrame({"qid": ["1"], "docid": [7], "docno": ["a"], "label": [1]})
     with caplog.at_level(logging.WARNING, logger="judgeblender.inputs"):
-        assert convert.qrels(res, "the frame") == {"1": {"a": 1}}
+        assert convert.qrels(res, "the frame", scale=convert.SCALE) == {"1": {"a": 1}}
     assert "the frame: columns 'docno' and 'docid' name the same thing; used 'docno'" in caplog.text
 
 

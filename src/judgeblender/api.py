@@ -15,14 +15,14 @@ only assembles the library's parts; the CLI's commands do the same with files.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import convert
-from .blend import LABELS, BallotTable, Blender, BlendResult, Vote
-from .blend.calibrate import CalibrationReport, LearnedBlend, cross_validate, fit_blend
+from . import arguments, convert
+from .blend import LABELS, METHODS, TIE_RULES, BallotTable, Blender, BlendResult, Vote
+from .blend.calibrate import LEARNERS, CalibrationReport, LearnedBlend, cross_validate, fit_blend
 from .errors import ArgumentError, JudgeblenderError
 from .evaluate import AgreementReport, correlate as correlate_reports
 from .evaluate import agreement as agreement_report
@@ -31,6 +31,7 @@ from .evaluate.leaderboard import DEFAULT_MEASURES
 from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, resolve_pairs, summary_rows
 from .backends.registry import command_options, is_scorer
 from .panels.panel import Panel, ballots_from_run, get_panel
+from .panels.panel_file import MODES
 from .pairs import Pair
 from .pairs.texts import is_missing
 
@@ -47,7 +48,7 @@ def _spec(judge: Any, prompt: str, mode: str, options: Mapping[str, Any]) -> Jud
     if isinstance(judge, str):
         judge = {"model": judge}
     if not isinstance(judge, Mapping) or "model" not in judge:
-        raise JudgeblenderError(f"a judge is a model string, a JudgeSpec or a dict with a 'model'; got {judge!r}")
+        raise ArgumentError("judges", "each judge a model string, a JudgeSpec or a dict with a 'model'", judge)
     fields = dict(judge)
     fields["options"] = {**command_options(fields["model"], options), **fields.get("options", {})}
     if is_scorer(fields["model"]):
@@ -62,14 +63,20 @@ def panel(judges: Any, *, prompt: str = "umbrela", mode: str = "generate",
           options: Mapping[str, Any] | None = None, models: Sequence[str] | None = None) -> Panel:
     """A panel from a preset name (promptblender, llmblender, umbrela), a panel TOML file, a Panel,
     or a list of judges (model strings, JudgeSpecs, dicts of JudgeSpec fields)."""
-    options = dict(options or {})
     if isinstance(judges, Panel):
         return judges
+    arguments.text("prompt", prompt)
+    arguments.one_of("mode", mode, MODES)
+    if options is not None and not isinstance(options, Mapping):
+        raise ArgumentError("options", "a dict of backend options, or None", options)
+    options = dict(options or {})
     if isinstance(judges, (str, Path)):
         return get_panel(str(judges), list(models) if models else None, mode, options)
+    if isinstance(judges, (bytes, Mapping)) or not isinstance(judges, Iterable):
+        raise ArgumentError("judges", "a panel preset, a panel TOML file, a Panel or a list of judges", judges)
     specs = [_spec(j, prompt, mode, options) for j in judges]
     if not specs:
-        raise JudgeblenderError("a panel needs at least one judge")
+        raise ArgumentError("judges", "at least one judge", judges)
     ids = [s.id or f"{s.model}/{s.prompt}/{s.mode}" for s in specs]
     specs = [replace(s, id=i) for s, i in zip(specs, ids)]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
@@ -136,8 +143,13 @@ def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = Non
     from .progress import RichReporter, default_enabled
     from .store import CallStore
 
+    arguments.flag("skip_missing", skip_missing)
+    if progress is not None:
+        arguments.flag("progress", progress)
     the_panel = panel(judges, prompt=prompt, mode=mode, options=options)
     keys, query_texts, passages = _inputs(pairs, queries, corpus)
+    if not keys:  # an empty table would look like a judged run
+        raise ArgumentError("pairs", "at least one (qid, docid) pair to judge", pairs)
     # the engine checks again; here it runs before a store file is made or a model loaded
     resolve_pairs([Pair(*k) for k in keys], query_texts, passages, skip_missing)
     opened = CallStore(store) if isinstance(store, (str, Path)) else None
@@ -196,10 +208,11 @@ class Judged:
         import pandas as pd
 
         rows, labels = [], self.labels
-        gold_qrels = convert.qrels(gold, "gold", required=True, argument="gold")  # once, for every judge
+        # gold is read once, for every judge
+        gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")
         for jid, mine in labels.groupby("judge", sort=False):
-            report = _agreement(gold_qrels, convert.triples(mine, jid), jid, None, bootstrap=bootstrap, seed=seed,
-                                confidence=confidence)
+            found = convert.triples(mine, jid, scale=convert.SCALE)
+            report = _agreement(gold_qrels, found, jid, None, bootstrap=bootstrap, seed=seed, confidence=confidence)
             rows.append({k: v for k, v in report.__dict__.items() if k not in ("confusion", "notes")})
         return pd.DataFrame(rows)
 
@@ -221,10 +234,9 @@ def ballots(labels: Any) -> BallotTable:
             raise JudgeblenderError(f"a jury's labels: row {no_judge[0]} has no judge ({len(no_judge)} rows like it)")
         labels = {j: group for j, group in labels.groupby("judge", sort=False)}
     if not isinstance(labels, Mapping):
-        raise JudgeblenderError(f"a jury's labels: a Judged run, a DataFrame with a judge column or "
-                                f"{{judge: labels}}; got {type(labels).__name__}")
-    if not labels:
-        raise ArgumentError("labels", "the labels of at least one judge", hint="it holds none")
+        raise ArgumentError("labels", "a jury's labels: a Judged run, a BallotTable, a DataFrame with a judge "
+                            "column or {judge: labels}", labels)
+    arguments.non_empty("labels", labels, "one judge's labels")
     rows: dict[tuple[str, str], dict[str, Vote]] = {}
     invalid = {}
     for jid, given in labels.items():
@@ -236,7 +248,17 @@ def ballots(labels: Any) -> BallotTable:
     return replace(table, invalid=invalid)
 
 
+def _blend_settings(method: Any, tie: Any, seed: Any) -> None:
+    """The blend's method, tie rule and seed, checked before any label is read (Judged.blend,
+    blend_labels): Blender's own ValueError would come after the work, without the argument's name."""
+    arguments.one_of("method", method, METHODS, hint=f"there is no blend {method}; `judgeblender blend --methods` "
+                                                     "describes each")
+    arguments.one_of("tie", tie, TIE_RULES)
+    arguments.optional_seed("seed", seed)
+
+
 def _blend_table(table: BallotTable, method: str, **settings):
+    _blend_settings(method, settings.get("tie", "avg"), settings.get("seed"))
     settings = {k: v for k, v in settings.items() if v is not None or k == "seed"}
     try:
         result = Blender(method, **settings).blend(table)
@@ -246,13 +268,15 @@ def _blend_table(table: BallotTable, method: str, **settings):
 
 
 def _result_frame(result: BlendResult):
-    return convert.frame([(q, d, lab) for (q, d), lab in zip(result.table.pairs, result.labels)], "blend")
+    return convert.frame([(q, d, lab) for (q, d), lab in zip(result.table.pairs, result.labels)], "blend",
+                         scale=convert.SCALE)
 
 
 def blend_labels(labels: Any, method: str = "mv", *, tie: str = "avg", seed: int | None = 0,
                  weights: Mapping[str, float] | None = None, thresholds: Sequence[float] | None = None):
     """Blend a jury's labels (see `ballots` for the shapes) into one label per pair (a DataFrame
     qid, docid, label). Methods: `judgeblender blend --methods`, or judgeblender.blend.METHODS."""
+    _blend_settings(method, tie, seed)  # before the labels are read
     return _blend_table(ballots(labels), method, tie=tie, seed=seed, weights=weights, thresholds=thresholds)
 
 
@@ -268,14 +292,19 @@ class Calibrated:
         """The learned blend's label per pair of another jury run (same judges)."""
         table = ballots(labels)
         predicted = self.learned.predict(table)
-        return convert.frame([(q, d, lab) for (q, d), lab in zip(table.pairs, predicted)], "calibrated blend")
+        return convert.frame([(q, d, lab) for (q, d), lab in zip(table.pairs, predicted)], "calibrated blend",
+                             scale=convert.SCALE)
 
 
 def calibrate(labels: Any, gold: Any, learner: str = "thresholds", *, folds: int = 5, seed: int | None = 0,
               tie: str = "avg") -> Calibrated:
     """Learn how to blend a jury (learner: thresholds, weights or logistic) on gold labels, scored
     on held-out queries (k folds by query). A warning says when a single member beats the blend."""
-    table, gold_qrels = ballots(labels), convert.qrels(gold, "gold", required=True, argument="gold")
+    arguments.one_of("learner", learner, LEARNERS)
+    arguments.integer("folds", folds, 2)
+    arguments.one_of("tie", tie, TIE_RULES)
+    arguments.optional_seed("seed", seed)
+    table, gold_qrels = ballots(labels), convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")
     try:
         report = cross_validate(table, gold_qrels, learner, folds=folds, seed=seed, tie=tie)
         learned = fit_blend(table, gold_qrels, learner, tie=tie, seed=seed)
@@ -293,12 +322,16 @@ def agreement(gold: Any, pred: Any, *, name: str = "prediction", invalid: int | 
     (constant labels, no shared pair) are NaN, with a note. kappa_ci, kappa_binary_ci,
     weighted_kappa_*_ci and alpha_ordinal_ci: `confidence` percentile intervals from `bootstrap`
     samples of whole gold queries drawn with replacement (seeded by `seed`; 0 samples: NaN)."""
+    arguments.text("name", name)
+    if invalid is not None:
+        arguments.non_negative_int("invalid", invalid)
+    _measuring(bootstrap, seed, confidence)
     if convert.is_frame(pred) and "judge" in pred.columns and pred["judge"].nunique() > 1:
         raise JudgeblenderError("agreement compares one set of labels with gold; these are several judges': "
                                 "pass a blend (run.blend()), one judge's rows, or use run.agreement(gold)")
-    gold_qrels = convert.qrels(gold, "gold", required=True, argument="gold")
-    return _agreement(gold_qrels, convert.triples(pred, name, argument="pred"), name, invalid, bootstrap=bootstrap,
-                      seed=seed, confidence=confidence)
+    gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")
+    pred_triples = convert.triples(pred, name, scale=convert.SCALE, argument="pred")
+    return _agreement(gold_qrels, pred_triples, name, invalid, bootstrap=bootstrap, seed=seed, confidence=confidence)
 
 
 def _agreement(gold: dict[str, dict[str, int]], pred: list, name: str, invalid: int | None,
@@ -307,6 +340,14 @@ def _agreement(gold: dict[str, dict[str, int]], pred: list, name: str, invalid: 
     read once, so its invalid labels are counted from the same triples its qrels come from."""
     count = sum(label is None for *_, label in pred) if invalid is None else invalid
     return agreement_report(gold, convert.qrels_of(pred), name, count, **settings)
+
+
+def _measuring(bootstrap: Any, seed: Any, confidence: Any) -> None:
+    """The bootstrap's settings, shared by agreement, Judged.agreement and correlate: 0 samples
+    disables the intervals (documented), a negative or fractional count is an error."""
+    arguments.non_negative_int("bootstrap", bootstrap)
+    arguments.non_negative_int("seed", seed)
+    arguments.number_between("confidence", confidence, 0, 1)
 
 
 def _named_labels(predictions: Any) -> list[tuple[str, str, Any]]:
@@ -328,17 +369,26 @@ def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str]
     runs, a list of run files, or {name: run} (a file, a DataFrame qid/docid/score or a dict)."""
     import pandas as pd
 
-    gold_qrels = convert.qrels(gold, "gold", required=True, argument="gold")
-    preds = {name: convert.qrels(p, name, argument=argument) for name, argument, p in _named_labels(predictions)}
+    measures = arguments.sequence("measures", measures, "measures (ir_measures names such as nDCG@10)")
+    _measuring(bootstrap, seed, confidence)
+    arguments.non_empty("predictions", predictions, "one set of labels")
+    arguments.non_empty("runs", runs, "one run")
+    gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")
+    preds = {name: convert.qrels(p, name, scale=convert.SCALE, argument=argument)
+             for name, argument, p in _named_labels(predictions)}
     reports = correlate_reports(gold_qrels, preds, convert.runs(runs, "runs"), measures, bootstrap, seed, confidence)
     return pd.DataFrame([r.to_dict() for r in reports])
 
 
-def labels_frame(labels: Any):
-    """Any labels (see judgeblender.convert) as a DataFrame qid, docid, label."""
-    return convert.frame(labels)
+def labels_frame(labels: Any, *, scale: Any = convert.SCALE):
+    """Any labels (see judgeblender.convert) as a DataFrame qid, docid, label. A label off
+    `scale` (TREC's 0-3 unless told another, e.g. `scale=range(5)`; None: any integer) is an
+    error naming its row: this is how labels on another scale are read, to be mapped onto 0-3
+    before judgeblender measures or blends them."""
+    return convert.frame(labels, scale=arguments.scale("scale", scale))
 
 
-def qrels(labels: Any) -> dict[str, dict[str, int]]:
-    """Any labels as a qrels dict {qid: {docid: label}} (invalid labels left out)."""
-    return convert.qrels(labels)
+def qrels(labels: Any, *, scale: Any = convert.SCALE) -> dict[str, dict[str, int]]:
+    """Any labels as a qrels dict {qid: {docid: label}} (invalid labels left out), each label
+    on `scale` (see `labels_frame`)."""
+    return convert.qrels(labels, scale=arguments.scale("scale", scale))

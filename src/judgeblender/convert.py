@@ -22,6 +22,10 @@ the callers pass on what came out (a list of triples, a qrels dict, a Run), neve
 again, which a second read would find empty. Where data is needed, the caller names its
 argument (`argument=`) and an input that holds nothing is an error naming it, never a figure
 computed on nothing.
+
+Every reader of labels takes the scale it checks as a required keyword (`scale=SCALE`, TREC's
+0-3, or `scale=None` for any integer), so no caller can forget it: a label of 7 or -1 is an
+error naming its row, file and line, in every shape, never a gain.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import ArgumentError, JudgeblenderError
+from .errors import ArgumentError, JudgeblenderError, shown
+from .pairs.qrels import PAIRS_ONLY, SCALE  # noqa: F401 (callers name the scale as convert.SCALE)
 
 Triple = tuple[str, str, "int | None"]
 # The names each column goes by, the one read first when a frame has several: the project's own,
@@ -69,22 +74,24 @@ def _columns(df, needed: tuple[str, ...], what: str):
 
 def _label(value: Any, where: str, scale: tuple[int, ...] | None, required: bool) -> int | None:
     """An integer label (a float column's 2.0 too), or None for an invalid (NaN/None/<NA>) one.
-    Text, booleans, fractions, labels off `scale`, and with `required` a missing one, are errors."""
+    Text, booleans, fractions, labels off `scale`, and with `required` a missing one, are errors.
+    A numpy value is shown as the number it holds (7, not np.int64(7)): the user wrote 7."""
     from .pairs.texts import is_missing
 
+    given = shown(value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value)
     if is_missing(value):
         if required:
-            raise JudgeblenderError(f"{where}: a label is required, got {value!r}")
+            raise JudgeblenderError(f"{where}: a label is required, got {given}")
         return None
-    want = f"a label must be an integer in {list(scale)}" if scale else "a label must be an integer"
+    want = "a label must be an integer" if scale is None else f"a label must be an integer in {list(scale)}"
     if isinstance(value, (bool, str, bytes)) or type(value).__name__ in ("bool", "bool_", "str_", "bytes_"):
-        raise JudgeblenderError(f"{where}: {want}, got {value!r}")
+        raise JudgeblenderError(f"{where}: {want}, got {given}")
     try:
         as_int = int(value)
     except (TypeError, ValueError, OverflowError):
-        raise JudgeblenderError(f"{where}: {want}, got {value!r}") from None
-    if as_int != value or (scale and as_int not in scale):
-        raise JudgeblenderError(f"{where}: {want}, got {value!r}")
+        raise JudgeblenderError(f"{where}: {want}, got {given}") from None
+    if as_int != value or (scale is not None and as_int not in scale):
+        raise JudgeblenderError(f"{where}: {want}, got {given}")
     return as_int
 
 
@@ -145,16 +152,17 @@ def _nothing_in(argument: str, given: Any, expected: str) -> ArgumentError:
     return ArgumentError(argument, expected, hint=hint)
 
 
-def triples(labels: Any, what: str = "labels", *, scale: tuple[int, ...] | None = None,
+def triples(labels: Any, what: str = "labels", *, scale: Iterable[int] | None,
             required: bool = False, argument: str | None = None) -> list[Triple]:
     """(qid, docid, label) for every pair, in the order given; label None where invalid.
 
     The qrels files' rule holds for every shape (pairs.qrels.one_label_per_pair): a pair given
     twice with the same label is kept once, with a warning that says how many; with another
-    label it is an error. A label that is not an integer (of `scale`, when given) is an error
-    naming its row; so is a missing one when `required` (gold labels). With `argument` (the
-    caller's name for `labels`) an input without a single pair is an error naming it. `labels`
-    is read once: pass the list on, not `labels` again."""
+    label it is an error. A label that is not an integer of `scale` (SCALE, TREC's 0-3; None:
+    any integer) is an error naming its row, or its file and line; so is a missing one when
+    `required` (gold labels). `scale` has no default: every caller says which it reads. With
+    `argument` (the caller's name for `labels`) an input without a single pair is an error naming
+    it. `labels` is read once: pass the list on, not `labels` again."""
     from .pairs.qrels import one_label_per_pair, read_qrels
     from .pairs.textfile import report_repair
 
@@ -186,17 +194,17 @@ def qrels_of(found: Iterable[Triple]) -> dict[str, dict[str, int]]:
     return out
 
 
-def qrels(labels: Any, what: str = "labels", *, required: bool = False,
+def qrels(labels: Any, what: str = "labels", *, scale: Iterable[int] | None, required: bool = False,
           argument: str | None = None) -> dict[str, dict[str, int]]:
-    """{qid: {docid: label}} of the valid labels (each pair once: see `triples`)."""
-    return qrels_of(triples(labels, what, required=required, argument=argument))
+    """{qid: {docid: label}} of the valid labels (each pair once, on `scale`: see `triples`)."""
+    return qrels_of(triples(labels, what, scale=scale, required=required, argument=argument))
 
 
-def frame(labels: Any, what: str = "labels"):
-    """A DataFrame qid, docid, label (pandas' nullable Int64: <NA> where invalid)."""
+def frame(labels: Any, what: str = "labels", *, scale: Iterable[int] | None):
+    """A DataFrame qid, docid, label (pandas' nullable Int64: <NA> where invalid), labels on `scale`."""
     import pandas as pd
 
-    rows = triples(labels, what)
+    rows = triples(labels, what, scale=scale)
     return pd.DataFrame({"qid": [r[0] for r in rows], "docid": [r[1] for r in rows],
                          "label": pd.array([r[2] for r in rows], dtype="Int64")})
 

@@ -12,12 +12,12 @@ PyTerrier's qrels. PyTerrier is imported only to run a transformer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import convert
+from . import arguments, convert
 from .errors import ArgumentError, JudgeblenderError, require
 from .evaluate.experiment import DEFAULT_CORRECTION, ExperimentInputs, Seed, experiment_table
 from .label.merge import HUMAN, merge_labels
@@ -40,13 +40,15 @@ def topic_texts(topics: Any) -> dict[str, str]:
         df = convert._columns(topics, ("qid",), "topics")
         if "query" not in df.columns:
             raise JudgeblenderError(f"topics: a DataFrame needs the columns qid and query (it has {list(topics.columns)})")
-        return dict(zip(df["qid"].astype(str), df["query"].astype(str)))
-    if isinstance(topics, (str, Path)):
-        return read_queries(topics)
-    if isinstance(topics, Mapping):
-        return {str(q): str(t) for q, t in topics.items()}
-    raise JudgeblenderError(f"topics: a DataFrame (qid, query), a queries file, an irds: id or {{qid: text}}; "
-                            f"got {type(topics).__name__}")
+        texts = dict(zip(df["qid"].astype(str), df["query"].astype(str)))
+    elif isinstance(topics, (str, Path)):
+        texts = read_queries(topics)
+    elif isinstance(topics, Mapping):
+        texts = {str(q): str(t) for q, t in topics.items()}
+    else:
+        raise ArgumentError("topics", "a DataFrame (qid, query), a queries file, an irds: id or {qid: text}", topics)
+    # no topic would give a table of nothing: every score is a mean over the topics
+    return arguments.non_empty("topics", texts, "one topic (a qid and its query text)")
 
 
 def is_transformer(system: Any) -> bool:
@@ -61,13 +63,20 @@ def system_runs(systems: Any, topics: Any, names: Sequence[str] | None = None) -
     PyTerrier transformer, run on `topics`. Each system is read once (convert.run), and every
     shape, a transformer's output too, follows the run files' rule; errors name the system as
     `systems['name']` or `systems[i]`."""
+    original = systems
     if isinstance(systems, Mapping):
         given = [(str(k), f"systems[{k!r}]", v) for k, v in systems.items()]
     else:
+        if not isinstance(systems, (str, Path, Iterable)) and not convert.is_frame(systems) \
+                and not is_transformer(systems):
+            raise ArgumentError("systems", "{name: system} or a list of systems (run files, DataFrames, dicts, "
+                                "PyTerrier transformers)", systems)
         systems = list(systems) if not (isinstance(systems, (str, Path)) or convert.is_frame(systems)
                                         or is_transformer(systems)) else [systems]
-        if names is not None and len(names) != len(systems):
-            raise JudgeblenderError(f"{len(names)} names for {len(systems)} systems")
+        if names is not None:
+            names = arguments.sequence("names", names, "system names")
+            if len(names) != len(systems):
+                raise ArgumentError("names", f"one name for each of the {len(systems)} systems", names)
         rows = [i for i, s in enumerate(systems) if isinstance(s, tuple)]
         if rows:  # a ScoredDoc or (qid, docid, score) is a row of a run, never a system
             raise ArgumentError(f"systems[{rows[0]}]", "a system (a run file, a DataFrame, a dict, ScoredDoc "
@@ -75,6 +84,8 @@ def system_runs(systems: Any, topics: Any, names: Sequence[str] | None = None) -
                                 hint="systems looks like one run's rows: pass {name: run}")
         given = [(str(names[i]) if names is not None else None if isinstance(s, (str, Path, Run))
                   else f"system {i + 1}", f"systems[{i}]", s) for i, s in enumerate(systems)]
+    if not given:  # no system: a table of nothing
+        raise ArgumentError("systems", "at least one system", original)
     frame = None
     if any(is_transformer(s) for *_, s in given):
         require("pyterrier", "pyterrier", "running a PyTerrier transformer as a system")
@@ -119,13 +130,24 @@ class Filled:
         return df
 
 
+def pooling(k: Any, blend: Any) -> int:
+    """The pool's depth and the jury's blend, checked before any system runs or model is called
+    (experiment, fill, pyterrier.fill_qrels): k=10.0, "10" or 0 would otherwise reach the pool as
+    a slice or a comparison and fail there, or pool nothing."""
+    from .blend import METHODS
+
+    arguments.one_of("blend", blend, METHODS)
+    return arguments.positive_int("k", k)
+
+
 def _llm_source(llm_labels: Any) -> str:
     return Path(llm_labels).stem if isinstance(llm_labels, (str, Path)) else "llm_labels"
 
 
 def _one_source(judges: Any, llm_labels: Any) -> None:
     if (judges is None) == (llm_labels is None):
-        raise JudgeblenderError("give judges= (to judge the holes) or llm_labels= (labels already made), one of them")
+        raise ArgumentError("judges", "judges= (to judge the holes) or llm_labels= (labels already made), one of "
+                            "them", "neither" if judges is None else "both")
 
 
 def given_labels(qrels: Any, judges: Any, llm_labels: Any, *,
@@ -134,10 +156,10 @@ def given_labels(qrels: Any, judges: Any, llm_labels: Any, *,
     read), before any system is run or model called: (human qrels, or None where not given and
     not `human_needed`; the LLM's qrels or None; what the LLM labels are called)."""
     _one_source(judges, llm_labels)
-    human = convert.qrels(qrels, "qrels", argument="qrels") if qrels is not None or human_needed else None
+    human = convert.qrels(qrels, "qrels", scale=convert.SCALE, argument="qrels") if qrels is not None or human_needed else None
     if llm_labels is None:
         return human, None, ""
-    return human, convert.qrels(llm_labels, "llm_labels", argument="llm_labels"), _llm_source(llm_labels)
+    return human, convert.qrels(llm_labels, "llm_labels", scale=convert.SCALE, argument="llm_labels"), _llm_source(llm_labels)
 
 
 def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Qrels | None = None, corpus: Any = None,
@@ -148,6 +170,8 @@ def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Qrels | None
     pairs with `judge_pool`) with `judges` (through `store`) or from `llm_labels` (named
     `llm_source` in notes and provenance); fill. `qrels` and `llm_labels` are qrels dicts already
     read (`given_labels`): an input is read once, at the entry point."""
+    k = pooling(k, blend)
+    arguments.flag("judge_pool", judge_pool)
     _one_source(judges, llm_labels)
     human = qrels if qrels is not None else {}
     pool = pool_runs(runs, k, set(queries))
@@ -161,6 +185,11 @@ def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Qrels | None
             if p.docid in llm_labels.get(p.qid, {}):
                 llm.setdefault(p.qid, {})[p.docid] = llm_labels[p.qid][p.docid]
         what = f"have no valid label in {source}"
+    elif not asked:  # people labelled every pooled pair: no model call (jb.judge refuses no pairs)
+        from .api import panel
+
+        jury = panel(judges, prompt=prompt, mode=mode, options=options)  # a bad jury still fails here
+        llm, what, source = {}, "", ", ".join(j.id or j.model for j in jury.judges)
     else:
         import pandas as pd
 
@@ -209,6 +238,15 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
     `baseline`: a system's name; adds paired t-tests on the filled labels with `correction`
     (holm, bonferroni or none) and, with a seed, PPI++ differences with Holm's correction.
     The table's `attrs` hold the queries, k, confidence, correction and the notes."""
+    k = pooling(k, blend)
+    measures = arguments.sequence("measures", measures, "measures (ir_measures names such as nDCG@10)")
+    arguments.number_between("confidence", confidence, 0, 1)
+    if correction is not None and not isinstance(correction, str):  # the name is checked by experiment_table
+        raise ArgumentError("correction", "holm, bonferroni or none", correction)
+    if baseline is not None:
+        arguments.text("baseline", baseline)
+    if judge_pool is not None:
+        arguments.flag("judge_pool", judge_pool)
     if judge_pool is None:
         judge_pool = seed is not None
     elif seed is not None and not judge_pool:
@@ -218,7 +256,7 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
         seed_path = seed if isinstance(seed, (str, Path)) else "seed"
         if design is None and not isinstance(seed, (str, Path)):
             raise JudgeblenderError("a seed given as labels (not a file) needs design= (its design file)")
-        seed_arg = Seed(convert.qrels(seed, "seed", argument="seed"), seed_path, design)
+        seed_arg = Seed(convert.qrels(seed, "seed", scale=convert.SCALE, argument="seed"), seed_path, design)
     human, given, source = given_labels(qrels, judges, llm_labels, human_needed=False)
     queries = topic_texts(topics)
     runs = system_runs(systems, queries, names)

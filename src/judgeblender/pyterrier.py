@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import convert
+from . import arguments, convert
 from .errors import JudgeblenderError, require
-from .holes import fill, given_labels, system_runs, topic_texts
+from .holes import fill, given_labels, pooling, system_runs, topic_texts
 
 pt = require("pyterrier", "pyterrier", "judgeblender.pyterrier")
 
@@ -42,7 +42,11 @@ class Judge(pt.Transformer):
                  store: Any = None, blend: str = "mv", corpus: Any = None, members: bool = False,
                  rerank: bool = False, options: Mapping[str, Any] | None = None):
         from .api import panel
+        from .blend import METHODS
 
+        arguments.one_of("blend", blend, METHODS)
+        arguments.flag("members", members)
+        arguments.flag("rerank", rerank)
         self.panel = panel(judges, prompt=prompt, mode=mode, options=options)  # a bad jury fails here
         self.prompt, self.mode, self.store, self.blend = prompt, mode, store, blend
         self.corpus, self.members, self.rerank, self.options = corpus, members, rerank, options
@@ -103,6 +107,7 @@ def fill_qrels(systems: Any, topics: Any, *, qrels: Any, corpus: Any = None, jud
     `store`) or taken from `llm_labels` (label files or frames). provenance is "human" or the judge.
     Pairs left without a valid label are left out, counted in a note (logged, and in the frame's
     attrs["notes"]). `pt.Experiment(systems, topics, filled, eval_metrics=[...])` runs on it."""
+    k = pooling(k, blend)  # before a transformer runs
     human, given, source = given_labels(qrels, judges, llm_labels, human_needed=True)  # each read once, first
     queries = topic_texts(topics)
     runs = system_runs(systems, queries, names)

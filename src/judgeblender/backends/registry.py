@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import JudgeblenderError
+from ..errors import ArgumentError, JudgeblenderError
 from .base import Backend
 
 Factory = Callable[..., Backend]
@@ -95,7 +95,12 @@ def _as_provider(prefix: str, found: Provider | Factory) -> Provider:
 
 
 def register(prefix: str, factory: Provider | Factory) -> None:
-    """Add a prefix: a Provider, or a plain factory(model, **options) (tests' in-memory models)."""
+    """Add a prefix: a Provider, or a plain factory(model, **options) (tests' in-memory models).
+    A blank prefix or one with a colon could never be named in a model string PREFIX:MODEL."""
+    if not isinstance(prefix, str) or not prefix.strip() or ":" in prefix:
+        raise ArgumentError("prefix", "a non-blank name without ':' (the PREFIX of PREFIX:MODEL)", prefix)
+    if not (isinstance(factory, Provider) or callable(factory)):
+        raise ArgumentError("factory", "a Provider or a callable factory(model, **options)", factory)
     _REGISTERED[prefix] = _as_provider(prefix, factory)
 
 
@@ -109,6 +114,8 @@ def known_prefixes() -> list[str]:
 
 
 def split_model_string(model: str) -> tuple[str, str]:
+    if not isinstance(model, str):
+        raise ArgumentError("model", "a model string PREFIX:MODEL", model)
     prefix, sep, rest = model.partition(":")
     if not sep or not prefix or not rest:
         raise JudgeblenderError(

@@ -18,8 +18,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import arguments
 from ..errors import InputError
-from ..pairs.qrels import read_qrels, read_qrels_abstaining
+from ..pairs.qrels import INVALID_LABELS, read_qrels, read_qrels_abstaining
 from ..pairs.textfile import iter_lines
 from .votes import LABELS, N_LABELS, BallotTable, Pair, Vote, merge_tables
 
@@ -65,8 +66,7 @@ def load_qrels_ballots(paths: Sequence[str | Path], *, invalid_labels: str = "er
     "abstain" treats such a label (e.g. `1.`) as the judge abstaining, and counts it in
     the table's `invalid`.
     """
-    if invalid_labels not in ("error", "abstain"):
-        raise ValueError(f"invalid_labels must be 'error' or 'abstain', got {invalid_labels!r}")
+    arguments.one_of("invalid_labels", invalid_labels, INVALID_LABELS)
     if not paths:
         raise InputError("<arguments>", None, "at least one qrels file")
     tables = []
@@ -75,7 +75,7 @@ def load_qrels_ballots(paths: Sequence[str | Path], *, invalid_labels: str = "er
             pairs = {(q, d): lab for q, docs in read_qrels(path, allowed=LABELS).items() for d, lab in docs.items()}
             bad = 0
         else:
-            pairs, bad = read_qrels_abstaining(path, LABELS)
+            pairs, bad = read_qrels_abstaining(path, allowed=LABELS)
         table = BallotTable.from_votes(((p, {judge: lab}) for p, lab in pairs.items()), judges=[judge])
         tables.append(BallotTable(table.pairs, table.judges, table.labels, None, {judge: bad}))
     return merge_tables(tables)

@@ -114,13 +114,13 @@ def register(app: typer.Typer) -> None:
         gold_qrels = read_qrels(gold, allowed=LEVELS)
         reports = []
         for path in predictions:
-            pred, invalid = read_prediction(path, invalid_labels)
+            pred, invalid = read_prediction(path, invalid_labels, allowed=LEVELS)
             reports.append(agreement(gold_qrels, pred, name=path.stem, invalid=invalid, bootstrap=bootstrap,
                                      seed=seed, confidence=confidence))
         from .agree_binary import extra_lines, extras  # binary table and alpha level (evaluate/binary.py)
 
-        more = extras(gold_qrels, [read_prediction(p, invalid_labels)[0] for p in predictions], binary_threshold,
-                      alpha_level) if binary_threshold is not None or alpha_level is not None else None
+        more = extras(gold_qrels, [read_prediction(p, invalid_labels, allowed=LEVELS)[0] for p in predictions],
+                      binary_threshold, alpha_level) if binary_threshold is not None or alpha_level is not None else None
         if as_json:
             for i, r in enumerate(reports):
                 typer.echo(json.dumps({**r.to_dict(), **(more[i] if more else {})}))

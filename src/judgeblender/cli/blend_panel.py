@@ -37,7 +37,7 @@ def panel_blender(path: Path, table: BallotTable) -> tuple[Blender, BallotTable,
 def read_tiebreaker(arg: str) -> tuple[str, dict[tuple[str, str], int | None]]:
     """`PATH` or `NAME=PATH` of the tie-breaker's qrels: pair -> label, None where unreadable."""
     name, path = parse_judge_arg(arg)
-    answers, _ = read_qrels_abstaining(path, range(4))
+    answers, _ = read_qrels_abstaining(path, allowed=range(4))
     return name, answers
 
 

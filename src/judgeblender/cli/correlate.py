@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         for path in predictions:
             if path.stem in preds:  # results are keyed by name: one would hide the other
                 raise typer.BadParameter(f"two prediction files are named {path.stem!r}", param_hint="PREDICTIONS")
-            preds[path.stem], invalid = read_prediction(path, invalid_labels)
+            preds[path.stem], invalid = read_prediction(path, invalid_labels, allowed=LEVELS)
             if invalid:
                 err_console.print(f"{path}: {invalid} unreadable label(s) left unjudged", markup=False)
         runs = read_runs_dir(runs_dir)

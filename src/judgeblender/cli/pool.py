@@ -18,7 +18,7 @@ from ..pairs.pool import (
     _qid_key, check_runs_cover, default_bands, drop_duplicate_texts, exclude_judged, parse_bands, pool_runs,
     read_query_ids, run_contributions, stratified_sample, write_duplicates, write_pairs,
 )
-from ..pairs.qrels import read_qrels
+from ..pairs.qrels import PAIRS_ONLY, read_qrels
 from ..pairs.runs import read_runs_dir
 from .console import console, err_console
 
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         queries = read_query_ids(queries_from) if queries_from else None
         if queries is not None:
             check_runs_cover(runs, queries, str(queries_from))
-        judged = read_qrels(exclude) if exclude else {}
+        judged = read_qrels(exclude, allowed=PAIRS_ONLY) if exclude else {}  # the pairs already judged
 
         pooled = pool_runs(runs, depth, queries)
         kept, dupes, no_text = pooled, [], []

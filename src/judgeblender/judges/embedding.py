@@ -38,7 +38,7 @@ from ..backends.registry import BackendOptions, Provider, check_options
 from ..errors import JudgeblenderError, require
 from ..hashing import sha256_file, sha256_text
 from ..pairs import Pair
-from ..pairs.qrels import read_qrels
+from ..pairs.qrels import SCALE, read_qrels
 from ..store import CallStore
 from ..store.embeddings import get_vectors, put_vectors
 from .engine import JudgeStats, Reporter, SilentReporter
@@ -228,7 +228,7 @@ class ScorerJudge(ABC):
         return self.cuts
 
     def _seed_cuts(self, items: list[Item], scores: np.ndarray) -> Cuts:
-        gold = read_qrels(self.seed_qrels)
+        gold = read_qrels(self.seed_qrels, allowed=SCALE)  # cut points between the 0-3 labels
         rows = [(i, gold[p.qid][p.docid]) for i, (p, _) in enumerate(items)
                 if p.docid in gold.get(p.qid, {})]
         if not rows:

@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 from .. import asyncrun
 from ..backends.base import LogprobsUnsupported
 from ..calls import FINISHED_NORMALLY, CallRequest, CallResult, Message, call_keys
-from ..errors import BackendError, CallDeferred, JudgeblenderError, MissingItemsError
+from ..errors import ArgumentError, BackendError, CallDeferred, JudgeblenderError, MissingItemsError
 from ..pairs import Pair
 from ..pairs.texts import text_problem
 from ..parse import parse_grade, parse_yesno
@@ -837,6 +837,8 @@ def judge_pairs(
     from .factory import build_judge  # factory imports this module
 
     given = list(judges)
+    if not given:  # no judge would make a run that judged nothing
+        raise ArgumentError("judges", "at least one judge", judges)
     built = [build_judge(JudgeSpec(model=j) if isinstance(j, str) else j)
              for j in given if isinstance(j, (JudgeSpec, str))]
     made = iter(built)

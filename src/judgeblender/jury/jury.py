@@ -13,13 +13,13 @@ overwrite) and a judge whose verdict is invalid abstains with its reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import asyncrun
-from ..errors import InputError, JudgeblenderError
+from .. import arguments, asyncrun
+from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..judges import Judge, JudgeSpec, build_judge
 from ..judges.engine import JudgeStats, Reporter, SilentReporter, _run_judge
 from ..pairs import Pair
@@ -59,6 +59,11 @@ class Jury:
     def __init__(self, judges: Sequence[JudgeSpec | Judge], pooling: str = "mean", threshold: float = 0.5,
                  trim: float = 0.1, tie: str = "undecided", min_votes: int = 1,
                  store: CallStore | str | Path | None = None):
+        given = judges
+        judges = list(judges) if isinstance(judges, Iterable) and not isinstance(judges, (str, bytes)) else []
+        if not judges:  # a jury of no member could decide nothing
+            raise ArgumentError("judges", "a list of at least one JudgeSpec or Judge", given)
+        arguments.positive_int("min_votes", min_votes)
         self.judges = [j if isinstance(j, Judge) else build_judge(j) for j in judges]
         for judge in self.judges:
             if not isinstance(judge, Judge):

@@ -166,8 +166,9 @@ def read_queries(source: str | Path) -> dict[str, str]:
     return queries
 
 
-def read_qrels(source: str | Path, allowed: Iterable[int] | None = None) -> dict[str, dict[str, int]]:
-    """{qid: {docid: label}} of the dataset's qrels; a label outside `allowed` is an error."""
+def read_qrels(source: str | Path, *, allowed: Iterable[int] | None) -> dict[str, dict[str, int]]:
+    """{qid: {docid: label}} of the dataset's qrels; a label outside `allowed` (None: any) is an error.
+    `allowed` has no default: every caller says which scale it reads (pairs/qrels.py, SCALE)."""
     ds = load(source, "qrels")
     allowed_set = set(allowed) if allowed is not None else None
     qrels: dict[str, dict[str, int]] = {}

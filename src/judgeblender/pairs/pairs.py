@@ -10,8 +10,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import arguments
 from ..errors import InputError
-from .qrels import read_qrels
+from .qrels import PAIRS_ONLY, read_qrels
 from .runs import read_run
 from . import irds
 from .textfile import check_id, iter_lines, report_repair
@@ -45,11 +46,18 @@ def detect_format(path: str | Path) -> str:
     raise InputError(path, None, "at least one pair", "an empty file")
 
 
+def _depth(depth: object) -> int | None:
+    """A run's top-k: a slice with -1 would quietly drop each query's last document, and 2.5 fail
+    as a slice, so it is checked where the pairs are asked for (read_pairs, PairsFile)."""
+    return None if depth is None else arguments.positive_int("depth", depth)
+
+
 def read_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) -> list[Pair]:
     """Pairs in first-seen order, duplicates removed. `depth` keeps a run's top-k per query.
 
     `irds:ID`: an ir_datasets id's qrels (format auto or qrels; auto takes its scoreddocs when
     it has no qrels) or its scoreddocs as a run (format run)."""
+    depth = _depth(depth)
     if irds.is_irds(path):
         return _irds_pairs(path, fmt, depth)
     if fmt not in FORMATS:
@@ -57,7 +65,7 @@ def read_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) ->
     if fmt == "auto":
         fmt = detect_format(path)
     if fmt == "qrels":
-        pairs = [Pair(q, d) for q, docs in read_qrels(path).items() for d in docs]
+        pairs = [Pair(q, d) for q, docs in read_qrels(path, allowed=PAIRS_ONLY).items() for d in docs]
     elif fmt == "run":
         run = read_run(path)
         pairs = [Pair(q, d) for q in run.ranking for d in run.top(q, depth)]
@@ -74,7 +82,7 @@ def _irds_pairs(source: str | Path, fmt: str, depth: int | None) -> list[Pair]:
     if fmt == "auto":
         fmt = "qrels" if irds.has(source, "qrels") else "run"
     if fmt == "qrels":
-        pairs = [Pair(q, d) for q, docs in irds.read_qrels(source).items() for d in docs]
+        pairs = [Pair(q, d) for q, docs in irds.read_qrels(source, allowed=PAIRS_ONLY).items() for d in docs]
     else:
         run = read_run(source)  # in trec_eval's order, as a run file's
         pairs = [Pair(q, d) for q in run.ranking for d in run.top(q, depth)]
@@ -182,7 +190,7 @@ class PairsFile:
     unique = True
 
     def __init__(self, path: str | Path, fmt: str = "auto", depth: int | None = None, limit: int | None = None):
-        self.path, self.fmt, self.depth, self.limit = path, fmt, depth, limit
+        self.path, self.fmt, self.depth, self.limit = path, fmt, _depth(depth), limit
         self._passes = 0
 
     def __iter__(self) -> Iterator[Pair]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import InputError, JudgeblenderError
 from ..fileio import atomic_write_text
-from .qrels import Qrels, read_qrels
+from .qrels import PAIRS_ONLY, Qrels, read_qrels
 from .queries import read_queries
 from .runs import Run
 from .textfile import iter_lines
@@ -202,7 +202,7 @@ def read_query_ids(path: str | Path) -> set[str]:
     """
     rows = [line.split() for _, line in iter_lines(path) if line.strip()]
     if rows and all(len(r) == 4 and r[3].lstrip("-").isdigit() for r in rows):
-        return set(read_qrels(path))
+        return set(read_qrels(path, allowed=PAIRS_ONLY))  # its query ids only
     return set(read_queries(path))
 
 

@@ -7,12 +7,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, JudgeblenderError
+from .. import arguments
+from ..errors import InputError
 from ..fileio import atomic_write_text
 from . import irds
 from .textfile import check_id, clean_lines, iter_lines, report_repair
 
 Qrels = dict[str, dict[str, int]]
+# TREC's graded relevance scale, the one every measure, blend and table of judgeblender works on.
+# Each reader of labels says which scale it checks: SCALE where the labels are used as labels,
+# PAIRS_ONLY where only the pairs are kept (pairs to judge, pairs already judged), so that a file
+# of another collection's labels (-2, 4) can still name them. tests/test_seams_scale.py fails on
+# a call that says neither.
+SCALE: tuple[int, ...] = (0, 1, 2, 3)
+PAIRS_ONLY = None
 # An integer label as trec_eval reads it: ASCII digits with an optional sign. int() alone would
 # also take "1_0" (10), "３" and "١".
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -66,10 +74,14 @@ def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
 
     Columns are split on any run of spaces and tabs, as trec_eval reads them. A repeated pair
     is kept once (reported) or, with a different label, an error (`one_label_per_pair`).
-    `irds:ID` reads an ir_datasets id's qrels.
+    `irds:ID` reads an ir_datasets id's qrels. A label outside `allowed` is an error naming file
+    and line; without `allowed` every integer label is read, as trec_eval does, which is what a
+    user reading another collection's labels (-2, 4) by hand needs. Inside judgeblender every
+    call says its scale (SCALE or PAIRS_ONLY), which tests/test_seams_scale.py checks.
     """
+    allowed = arguments.scale("allowed", allowed)  # an empty one would refuse every label
     if irds.is_irds(path):
-        return irds.read_qrels(path, allowed)
+        return irds.read_qrels(path, allowed=allowed)
     allowed_set = set(allowed) if allowed is not None else None
 
     def rows() -> Iterator[tuple[int, str, str, int, str]]:
@@ -89,7 +101,7 @@ def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
     return qrels
 
 
-def read_qrels_abstaining(path: str | Path, allowed: Iterable[int]) -> tuple[dict[tuple[str, str], int | None], int]:
+def read_qrels_abstaining(path: str | Path, *, allowed: Iterable[int]) -> tuple[dict[tuple[str, str], int | None], int]:
     """Like read_qrels, but an unreadable label (e.g. "1.") or one outside `allowed` is kept as
     None: the judge abstained on that pair. Returns the pairs and how many labels were unreadable."""
     allowed_set = set(allowed)
@@ -117,16 +129,17 @@ def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> Non
     atomic_write_text(path, format_qrels((q, d, l) for q, docs in qrels.items() for d, l in docs.items()))
 
 
-def read_prediction(path: str | Path, invalid_labels: str = "error",
-                    allowed: Iterable[int] = range(4)) -> tuple[Qrels, int]:
+INVALID_LABELS = ("error", "abstain")  # what a reader does with a label off its scale
+
+
+def read_prediction(path: str | Path, invalid_labels: str = "error", *,
+                    allowed: Iterable[int]) -> tuple[Qrels, int]:
     """A judge's qrels and how many of its labels were unreadable. With invalid_labels="error"
     a label outside `allowed` stops the read naming file and line (and the count is 0); with
     "abstain" the pair is left unlabelled and counted."""
-    if invalid_labels == "error":
+    if arguments.one_of("invalid_labels", invalid_labels, INVALID_LABELS) == "error":
         return read_qrels(path, allowed=tuple(allowed)), 0
-    if invalid_labels != "abstain":
-        raise JudgeblenderError(f"invalid_labels must be 'error' or 'abstain', not {invalid_labels!r}")
-    pairs, bad = read_qrels_abstaining(path, allowed)
+    pairs, bad = read_qrels_abstaining(path, allowed=allowed)
     qrels: Qrels = {}
     for (qid, docid), label in pairs.items():
         if label is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import TemplateError
+from ..errors import ArgumentError, TemplateError
 from .template import PromptTemplate, load_template
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -30,6 +30,10 @@ def template_paths() -> dict[str, Path]:
 
 def get_template(name_or_path: str) -> PromptTemplate:
     """A template by name (built-in or in $JUDGEBLENDER_PROMPTS) or by path to a .toml file."""
+    if isinstance(name_or_path, os.PathLike):
+        name_or_path = os.fspath(name_or_path)
+    if not isinstance(name_or_path, str) or not name_or_path.strip():
+        raise ArgumentError("name_or_path", "a prompt's name or a .toml file's path", name_or_path)
     if name_or_path.endswith(".toml") or os.sep in name_or_path:
         return load_template(name_or_path)
     paths = template_paths()

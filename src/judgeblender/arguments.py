@@ -1,0 +1,119 @@
+"""Checks of the arguments of judgeblender's public functions, one `ArgumentError` each.
+
+Why a module of its own: a degenerate argument (no systems, `k=10.0`, `k="10"`, `depth=-1`,
+`folds=1`, an unknown method) used to reach the code below the API, which answered with an empty
+table, a raw `TypeError` or `KeyError`, or a message naming a CLI flag the notebook user never
+typed. Every public function of api.py, holes.py and pyterrier.py checks its arguments here first,
+so each gets the same message (the argument's name, what was expected, what was given) before any
+file is read or model called. The CLI may pass its option's name (`--depth`) as `name`.
+
+Each check returns the value it accepted (an int for an int, the text for a choice), so a caller
+writes `k = positive_int("k", k)` and goes on with what was checked.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Collection, Iterable, Mapping, Sized
+from numbers import Real
+from typing import Any
+
+from .errors import ArgumentError
+
+
+def _is_bool(value: Any) -> bool:
+    """True and False (and numpy's bools) are ints to Python, but never a count or a seed."""
+    return isinstance(value, bool) or type(value).__name__ == "bool_"
+
+
+def integer(name: str, value: Any, minimum: int | None = None) -> int:
+    """`value` as an int, at least `minimum`. A float (even 10.0), a string ("10") or a bool is
+    refused: quietly truncating 2.5 or reading "10" would compute something nobody asked for.
+    numpy's integers are ints here (they come out of DataFrames)."""
+    want = "an integer" if minimum is None else f"an integer of at least {minimum}"
+    if _is_bool(value):
+        raise ArgumentError(name, want, value)
+    try:
+        as_int = operator.index(value)
+    except TypeError:
+        raise ArgumentError(name, want, value) from None
+    if minimum is not None and as_int < minimum:
+        raise ArgumentError(name, want, value)
+    return as_int
+
+
+def positive_int(name: str, value: Any) -> int:
+    """A count that must be at least 1 (a pool depth, a number of documents)."""
+    return integer(name, value, 1)
+
+
+def non_negative_int(name: str, value: Any) -> int:
+    """A count where 0 means none (bootstrap samples: 0 disables the intervals) or a seed."""
+    return integer(name, value, 0)
+
+
+def optional_seed(name: str, value: Any) -> int | None:
+    """A seed of a random generator (numpy takes 0 or more), or None where a fresh one is meant."""
+    return None if value is None else non_negative_int(name, value)
+
+
+def number_between(name: str, value: Any, low: float, high: float) -> float:
+    """A real number strictly between `low` and `high` (a confidence level in (0, 1)): NaN, a
+    string or a bool is refused."""
+    want = f"a number between {low:g} and {high:g} (exclusive)"
+    if _is_bool(value) or not isinstance(value, Real) or math.isnan(value) or not low < value < high:
+        raise ArgumentError(name, want, value)
+    return float(value)
+
+
+def flag(name: str, value: Any) -> bool:
+    """True or False: a string such as "no" would be true."""
+    if not _is_bool(value):
+        raise ArgumentError(name, "True or False", value)
+    return bool(value)
+
+
+def one_of(name: str, value: Any, choices: Iterable[str], hint: str = "") -> str:
+    """One of `choices` (a method, a learner, a correction): an unknown name says which exist."""
+    options = list(choices)
+    if not isinstance(value, str) or value not in options:
+        raise ArgumentError(name, f"one of {', '.join(map(repr, options))}", value, hint=hint)
+    return value
+
+
+def text(name: str, value: Any) -> str:
+    """A non-blank string (a name, a prompt)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ArgumentError(name, "a non-blank string", value)
+    return value
+
+
+def non_empty(name: str, value: Any, what: str) -> Any:
+    """`value` when it holds at least one item; `what` says what an item is ("one system").
+    Only a sized value is measured, so a one-shot iterator is never consumed here: its reader
+    says when it turns out empty."""
+    if isinstance(value, Sized) and len(value) == 0:
+        raise ArgumentError(name, f"at least {what}", value)
+    return value
+
+
+def sequence(name: str, value: Any, what: str) -> list:
+    """A non-empty list of `what` (measures, names). A lone string is refused rather than read
+    character by character, with a hint at the list it likely meant; the items themselves are
+    the caller's to check (a measure may be a string or an ir_measures object)."""
+    if isinstance(value, str):
+        raise ArgumentError(name, f"a list of {what}", value, hint=f"write [{value!r}]")
+    if isinstance(value, (bytes, Mapping)) or not isinstance(value, Collection):
+        raise ArgumentError(name, f"a list of {what}", value)
+    return list(non_empty(name, value, f"one of the {what}"))
+
+
+def scale(name: str, value: Any) -> tuple[int, ...] | None:
+    """A label scale: a non-empty collection of integers (`range(5)`, (0, 1, 2, 3)), or None
+    for any integer label."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Collection) or not len(value):
+        raise ArgumentError(name, "a non-empty collection of integer labels, e.g. (0, 1, 2, 3), or None", value)
+    return tuple(integer(name, v) for v in value)
