@@ -286,23 +286,23 @@ def test_fill_qrels_with_empty_human_labels_is_an_error_naming_qrels(dl19, tmp_p
     from judgeblender.pyterrier import fill_qrels
 
     (tmp_path / "empty.qrels").write_text("", encoding="utf-8")
-    with pytest.raises(ArgumentError, match=r"^qrels: expected at least one \(qid, docid, label\); the iterator "):
+    with pytest.raises(ArgumentError, match=r"^qrels: expected at least one \(qid, docid, label\), got an iterator "):
         fill_qrels(list(dl19["runs"].values()), dl19["topics"], llm_labels=dl19["files"]["fourprompts-llama3-70b"],
                    qrels=ir_measures.read_trec_qrels(str(tmp_path / "empty.qrels")))
 
 
 def test_an_empty_qrels_file_where_labels_are_needed_names_the_argument_and_the_file(tmp_path):
     (tmp_path / "empty.qrels").write_text("\n", encoding="utf-8")
-    with pytest.raises(ArgumentError, match=rf"^gold: expected at least one .*; the file {tmp_path / 'empty.qrels'} "
-                                             r"holds none"):
+    with pytest.raises(ArgumentError, match=rf"^gold: expected at least one .*, got the file {tmp_path / 'empty.qrels'}, "
+                                             r"which holds none"):
         jb.agreement(tmp_path / "empty.qrels", GOLD)
 
 
 def test_an_iterator_read_before_the_call_is_named_as_the_likely_cause(dl19):
     gold = ir_measures.read_trec_qrels(str(dl19["files"]["nist"]))
     assert len(list(gold)) > 1000  # the user looked at it first
-    with pytest.raises(ArgumentError, match=r"^gold: .*the iterator yielded none \(an iterator is read once: was it "
-                                             r"read before\?\)"):
+    with pytest.raises(ArgumentError, match=r"^gold: .*, got an iterator that yielded none; an iterator is read once: "
+                                             r"was it read before\?"):
         jb.agreement(gold, dl19["files"]["fourprompts-llama3-70b"])
 
 

@@ -27,7 +27,7 @@ _EXPORTS = {
     "qrels": "api",
     # one call from systems to a table, holes in the human labels filled (holes.py)
     "experiment": "holes",
-    "AgreementReport": "evaluate", "BallotTable": "blend", "Blender": "blend", "Panel": "judges.panel",
+    "AgreementReport": "evaluate", "BallotTable": "blend", "Blender": "blend", "Panel": "panels.panel",
     "Jury": "jury", "JudgeblenderError": "errors",
     "CallRequest": "calls", "CallResult": "calls", "Message": "calls",
     "create_backend": "backends.registry", "register": "backends.registry",

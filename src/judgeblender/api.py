@@ -207,6 +207,7 @@ class Judged:
         kappa_ci, ...: bootstrap intervals over the gold queries, see `agreement`)."""
         import pandas as pd
 
+        _measuring(bootstrap, seed, confidence)
         rows, labels = [], self.labels
         # gold is read once, for every judge
         gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")

@@ -144,12 +144,11 @@ def _nothing_in(argument: str, given: Any, expected: str) -> ArgumentError:
     nothing (n=0, NaN) would read as a result. The likeliest cause, an iterator read before,
     is named."""
     if isinstance(given, (str, Path)):
-        hint = f"the file {given} holds none"
-    elif isinstance(given, Iterator):
-        hint = "the iterator yielded none (an iterator is read once: was it read before?)"
-    else:
-        hint = "it holds none"
-    return ArgumentError(argument, expected, hint=hint)
+        return ArgumentError(argument, expected, described=f"the file {given}, which holds none")
+    if isinstance(given, Iterator):
+        return ArgumentError(argument, expected, described="an iterator that yielded none",
+                             hint="an iterator is read once: was it read before?")
+    return ArgumentError(argument, expected, described="none")
 
 
 def triples(labels: Any, what: str = "labels", *, scale: Iterable[int] | None,

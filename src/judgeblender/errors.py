@@ -53,12 +53,17 @@ class ArgumentError(JudgeblenderError, ValueError):
     and what was given. The argument form of `InputError`; a `ValueError` too, so code that caught
     the bare `ValueError` raised before keeps working."""
 
-    def __init__(self, argument: str, expected: str, got: object = _NOTHING, *, hint: str = ""):
+    def __init__(self, argument: str, expected: str, got: object = _NOTHING, *, hint: str = "",
+                 described: str = ""):
+        """`got` is shown as its repr (cut visibly when long); `described` says in words what was
+        given where no value can be shown (an iterator that yielded nothing, say)."""
         self.argument = argument
         self.expected = expected
         self.got = None if got is _NOTHING else got
         msg = f"{argument}: expected {expected}"
-        if got is not _NOTHING:
+        if described:
+            msg += f", got {described}"
+        elif got is not _NOTHING:
             msg += f", got {shown(got)}"
         if hint:
             msg += f"; {hint}"
