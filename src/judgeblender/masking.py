@@ -55,9 +55,6 @@ from typing import Any
 REPLACEMENT = "***"
 MIN_BASE64_CHARS = 8
 
-# The characters that start an escaped character: JSON's backslash, URLs' percent sign, HTML's
-# ampersand. Text with none of them holds a secret only in one of its plain forms.
-_ESCAPES = ("\\", "%", "&")
 # One escaped character, in any of the encodings (a run of percent-encoded bytes at once, as
 # they may spell one UTF-8 character); one or more backslashes, as JSON text inside a JSON
 # string escapes the escape, and %25 repeated, as a URL encoded twice does.
@@ -66,15 +63,16 @@ _ESCAPED = re.compile(
     r"|\\*u([0-9a-fA-F]{4})|\\*([\"\\/bfnrt]))"
     r"|%(?:25)*[0-9a-fA-F]{2}(?:%(?:25)*[0-9a-fA-F]{2})*"
     r"|&(?:#(?:([0-9]{1,7})|[xX]([0-9a-fA-F]{1,6}));|([a-zA-Z]{2,8});)")
-_PERCENT = re.compile(r"%(?:25)*([0-9a-fA-F]{2})")
-# Where an escape may start: found by a character class, which the regex engine scans for in C
-# (an alternation of the escapes above, searched for, tries each at every character: 20 times slower)
+_PERCENT = re.compile(r"%(?:25)*([0-9a-fA-F]{2})")  # one percent-encoded byte
+# Where an escape may start (JSON's backslash, URLs' percent sign, HTML's ampersand): a character
+# class, which the regex engine scans for in C (the alternation above, searched for, tries each
+# of its branches at every character: 20 times slower)
 _INTRODUCER = re.compile(r"[\\%&]")
 # Escapes that may spell a character of a secret's form, each searched for on its own (a pattern
-# that starts with a literal is scanned for in C): percent-encoded bytes, HTML references, and
-# (per Mask, from the characters its forms hold) JSON's \u escapes and those short escapes that
-# stand for such a character. JSON's \n, \t and \" never do: text with only those needs no view.
-_PERCENT_ESCAPE = re.compile(r"%(?:25)*[0-9a-fA-F]{2}")
+# that starts with a literal is scanned for in C): percent-encoded bytes (_PERCENT), HTML
+# references, and (per Mask, from the characters its forms hold) JSON's \u escapes and those
+# short escapes that stand for such a character. JSON's \n, \t and \" never do: text with only
+# those needs no view.
 _HTML_ESCAPE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z]{2,8});")
 _JSON_SHORT = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 # HTML's named references for the characters keys and base64 are made of
@@ -170,7 +168,8 @@ class Mask:
         self.forms = tuple(sorted(dict.fromkeys(forms), key=len, reverse=True))
         alphabet = set("".join(self.forms))
         shorts = "".join(re.escape(k) for k, v in _JSON_SHORT.items() if v in alphabet)
-        self._escapes = (re.compile(r"\\\\*[u" + shorts + "]"), _PERCENT_ESCAPE, _HTML_ESCAPE)
+        # each escape's pattern, searched for only where its first character is in the text
+        self._escapes = (("\\", re.compile(r"\\\\*[u" + shorts + "]")), ("%", _PERCENT), ("&", _HTML_ESCAPE))
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -179,10 +178,18 @@ class Mask:
         """`text` with every form of every secret replaced; the same object when it holds none."""
         if not self.forms or not text:
             return text
-        if any(e in text for e in _ESCAPES) and any(p.search(text) for p in self._escapes):
-            view = _view(text)
-            return self._replace(text) if any(f in view for f in self.forms) else text
-        if not any(f in text for f in self.forms):
+        # (loops, not any() over generators: they cost more than the searches on a short text)
+        for first, pattern in self._escapes:
+            if first in text and pattern.search(text) is not None:
+                view = _view(text)
+                for form in self.forms:
+                    if form in view:
+                        return self._replace(text)
+                return text
+        for form in self.forms:
+            if form in text:
+                break
+        else:
             return text
         for form in self.forms:
             text = text.replace(form, REPLACEMENT)
