@@ -163,7 +163,7 @@ def test_importing_the_package_loads_no_cli_module():
     assert out.strip() == "[]"
 
 
-GROUND_FLOOR = {f"{PACKAGE}.{name}" for name in ("calls", "hashing", "fileio", "paths", "kappa", "errors")}
+GROUND_FLOOR = {f"{PACKAGE}.{name}" for name in ("calls", "hashing", "fileio", "paths", "kappa", "errors", "masking")}
 
 
 def test_ground_floor_modules_import_only_each_other():

@@ -2,7 +2,9 @@
 
 Readers (and a re-run after a crash) see the old content or the new, never half a file:
 every output the project writes (qrels, details, batch files, reports, caches, assembled
-models) goes through here. Imports nothing of the project.
+models) goes through here. So text written here is masked here too (judgeblender.masking: the
+API keys this process holds, in every form a server may echo them); binary files (models,
+caches) are written as they are. Imports nothing of the project but masking.
 
 The temporary file is made private (tempfile.mkstemp), so before it is renamed it gets the
 mode the output would have had if opened directly: an existing file keeps its own, a new
@@ -18,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from . import masking
 
 
 def current_umask() -> int:
@@ -47,7 +51,8 @@ def output_mode(path: str | Path) -> int:
 def atomic_writer(path: str | Path, mode: str = "wb", suffix: str = "", **open_args: Any) -> Iterator[IO]:
     """Open a temporary file beside `path` (`mode` and `open_args` as for open()); on a clean
     exit it is synced and renamed to `path`, on an exception it is removed and `path` is left
-    as it was. The file ends with `output_mode(path)`."""
+    as it was. The file ends with `output_mode(path)`. In a text mode, what is written is
+    masked (masking.py)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     mode_bits = output_mode(path)
@@ -55,7 +60,7 @@ def atomic_writer(path: str | Path, mode: str = "wb", suffix: str = "", **open_a
     try:
         os.fchmod(fd, mode_bits)
         with os.fdopen(fd, mode, **open_args) as fh:
-            yield fh
+            yield fh if "b" in mode else masking.Writer(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -13,6 +13,14 @@ normal `judge` command, run once per exchange of files:
    answer, the next step of a multi-step prompt), else made live.
 
 The answers are parsed exactly as live answers are (openai_wire's parsers).
+
+The Batch API takes one model per file, so a run of several served models writes one requests
+file per model, the model's name in the file's name. Two names may map to one file name (only
+letters, digits, `.`, `_` and `-` are kept, so `a/b` and `a_b` meet; `M` and `m` meet on a file
+system that ignores case): one file would hold, or overwrite, the other's requests. So the files
+are planned before any call (`use_batch_files`): two models meeting in one file, or a file that
+the output checks refuse (an input, another output, a store, a directory, a full or read-only
+disk), is one error naming them, and the requests are written only after the same checks.
 """
 
 from __future__ import annotations
@@ -20,9 +28,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .. import validate
 from ..errors import BackendError, CallDeferred, JudgeblenderError
 from ..calls import CallRequest, CallResult, call_key
 from ..fileio import atomic_write_text
@@ -35,10 +45,17 @@ QUEUED = "queued for the Batch API (run again with --batch-read once its results
 
 class BatchRequests:
     """The requests to submit, collected over every judge of a run; one file per model, since
-    the Batch API takes one model per file."""
+    the Batch API takes one model per file.
 
-    def __init__(self, path: str | os.PathLike[str]):
+    `inputs` and `outputs` ((what, path) pairs) are the other files the command reads and
+    writes: a model's requests file may be none of them (the CLI passes its own; a library
+    caller may pass its own, or none)."""
+
+    def __init__(self, path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = (),
+                 outputs: Iterable[tuple[str, str | os.PathLike[str]]] = ()):
         self.path = Path(path)
+        self.inputs = [Path(p) for p in inputs]
+        self.outputs = [(what, Path(p)) for what, p in outputs]
         self.lines: dict[str, dict[str, dict[str, Any]]] = {}  # model -> custom_id -> line
 
     def add(self, model: str, line: dict[str, Any]) -> None:
@@ -47,19 +64,57 @@ class BatchRequests:
     def files(self) -> dict[str, Path]:
         """model -> the file its requests go to: the path given, or with the model in its name
         when several models have requests."""
-        if len(self.lines) <= 1:
-            return {model: self.path for model in self.lines}
-        safe = {m: re.sub(r"[^A-Za-z0-9._-]+", "_", m) for m in self.lines}
-        return {m: self.path.with_name(f"{self.path.stem}.{safe[m]}{self.path.suffix}") for m in self.lines}
+        return self.files_for(list(self.lines))
+
+    def files_for(self, models: Iterable[str]) -> dict[str, Path]:
+        """model -> the file its requests would go to, were these the models with requests;
+        JudgeblenderError (exit 2) naming both models and the file when two would share one."""
+        models = list(dict.fromkeys(models))
+        if len(models) <= 1:
+            return {model: self.path for model in models}
+        files = {m: self.path.with_name(f"{self.path.stem}.{_file_part(m)}{self.path.suffix}") for m in models}
+        seen: dict[str, str] = {}
+        for model, path in files.items():
+            # case folded: on a file system that ignores case (macOS, Windows) M and m are one file
+            other = seen.setdefault(path.name.casefold(), model)
+            if other != model:
+                raise JudgeblenderError(
+                    f"{path}: the Batch API requests of models {other!r} and {model!r} would both go to this file, "
+                    f"as {files[other].name} and {path.name} (a file name keeps only the letters, digits, '.', '_' "
+                    "and '-' of a model's name, and some file systems ignore case), and one model's requests would "
+                    "be lost; judge with these two models in separate runs")
+        return files
+
+    def check(self, models: Iterable[str]) -> None:
+        """Before any call: the files these models' requests may go to (one per model, or the
+        path given when one has requests) are distinct and pass the checks every output passes
+        (validate.output_file: not a directory, an input, a store, nor on a read-only or full
+        disk), none the same file as another output of the command."""
+        files = self.files_for(models)
+        planned = {self.path: "the Batch API requests file", **{
+            path: f"the Batch API requests file of model {model!r}" for model, path in files.items()
+            if path != self.path}}
+        for path, what in planned.items():
+            validate.output_file(path, self.inputs, what)
+        validate.distinct_outputs([*self.outputs, *((what, path) for path, what in planned.items())])
 
     def write(self) -> dict[Path, int]:
-        """Write the files (atomically); returns how many requests went to each."""
+        """Write the files (atomically), each checked as check() checks them, every one before
+        the first byte; returns how many requests went to each."""
+        files = self.files()
+        self.check(self.lines)
         written = {}
-        for model, path in self.files().items():
+        for model, path in files.items():
             lines = self.lines[model].values()
             atomic_write_text(path, "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
             written[path] = len(lines)
         return written
+
+
+def _file_part(model: str) -> str:
+    """A model's name as a part of a file name: runs of other characters than letters, digits,
+    '.', '_' and '-' become one '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model)
 
 
 class BatchBackend(Backend):
@@ -126,17 +181,37 @@ class BatchBackend(Backend):
         self.inner.close()
 
 
-def use_batch_files(judges: list, read: Path | None, write: Path | None) -> BatchRequests | None:
+def served_models(model_strings: Iterable[str]) -> list[str]:
+    """The served models (`openai:NAME`: NAME) among model strings, as their requests files are
+    named: what a command can check before it builds its judges, or opens its store, whose file
+    is a byte written too. use_batch_files checks again with the judges' own backends."""
+    from .openai_compat import PROVIDER
+    from .registry import split_model_string
+
+    return [name for prefix, name in map(split_model_string, model_strings) if prefix == PROVIDER.prefix]
+
+
+def use_batch_files(judges: list, read: Path | None, write: Path | BatchRequests | None) -> BatchRequests | None:
     """Route the judges' calls through Batch API files; returns the queue to write at the end
-    (None without --batch-write). Only served (openai:) judges can."""
+    (None without --batch-write). Only served (openai:) judges can. `write` is the requests
+    file, or a BatchRequests that knows the command's other files; the files the judges'
+    models may write are checked here, before any call (BatchRequests.check), with `read`
+    among the files they may not be."""
     if read is None and write is None:
         return None
-    results = read_batch_lines(read) if read is not None else {}
-    queue = BatchRequests(write) if write is not None else None
+    queue = write if isinstance(write, BatchRequests) or write is None else BatchRequests(write)
+    served = []
     for judge in judges:
         backend = getattr(judge, "backend", None)
         if not isinstance(backend, OpenAICompatBackend):
             raise JudgeblenderError(f"judge {judge.id}: --batch-read/--batch-write work with served models "
                                     "(openai:MODEL), whose providers have a Batch API")
+        served.append(backend)
+    if queue is not None:
+        if read is not None:
+            queue.inputs.append(Path(read))
+        queue.check(backend.model for backend in served)
+    results = read_batch_lines(read) if read is not None else {}
+    for judge, backend in zip(judges, served):
         judge.backend = BatchBackend(backend, results, read, queue)
     return queue

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import masking
 from ..calls import CallRequest, CallResult
 from ..errors import BackendError, InputError
 from ..fileio import atomic_write_text
@@ -101,7 +102,9 @@ def read_batch_lines(path: str | os.PathLike[str]) -> dict[str, tuple[int, dict[
     """custom_id -> (line number, the parsed line, its size in bytes) of a Batch API output file.
 
     A line over the hard cap on responses is not read into memory, nor parsed (None): no
-    request's answer may be that large."""
+    request's answer may be that large. Each line is masked (masking.py) before it is read, as a
+    live answer is: the provider's answers and errors may echo the API key."""
+    mask = masking.current()
     lines: dict[str, tuple[int, dict[str, Any] | None, int]] = {}
     try:
         fh = Path(path).open("rb")
@@ -122,6 +125,7 @@ def read_batch_lines(path: str | os.PathLike[str]) -> dict[str, tuple[int, dict[
             else:
                 if not raw.strip():
                     continue
+                raw = mask.bytes(raw)
                 shown = raw.decode("utf-8", "replace").strip()
                 try:
                     line = json.loads(raw)

@@ -25,7 +25,9 @@ text, so a runaway or hostile server cannot fill memory, the store or the event 
 
 The API key comes from an environment variable (OPENAI_API_KEY unless `api_key_env` names
 another) or from a key file readable by its owner only; it never appears in repr(), identity(),
-logs or error messages.
+logs or error messages. The backend registers it with `judgeblender.masking`, which masks it,
+in every form a server may echo it, in the response bytes before they are read, in error
+messages, and wherever the process writes text.
 
 This module is the client pool and the retries. Keys and the public URL are in
 openai_keys.py, request bodies and answer parsing in openai_wire.py, Batch API files in
@@ -52,6 +54,7 @@ from datetime import timezone
 from typing import Any, Optional, TypeVar
 from urllib.parse import urlsplit
 
+from .. import masking
 from ..calls import CallRequest, CallResult
 from ..errors import BackendError
 from pydantic import Field
@@ -332,6 +335,7 @@ class OpenAICompatBackend(Backend):
         self._base_url = Secret(base_url)
         self.public_base_url = public_base_url(base_url)
         self._key = Secret(api_key) if api_key else None
+        masking.register(api_key)  # before any call: what the server echoes of it is masked everywhere
         self.max_concurrency = int(concurrency)
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
@@ -445,11 +449,6 @@ class OpenAICompatBackend(Backend):
             self.retries_total += 1
             self.retry_reasons[reason.split(":")[0]] += 1
 
-    def _scrub(self, text: str) -> str:
-        if self._key:
-            text = text.replace(self._key.reveal(), "***")
-        return text
-
     # --- calls ----------------------------------------------------------------------
     def execute(self, request: CallRequest) -> CallResult:
         with self._lock:
@@ -490,7 +489,7 @@ class OpenAICompatBackend(Backend):
             try:
                 result = await self._attempt(client, request, body, extra_body, bound)
             except Retryable as failure:
-                reason = self._scrub(failure.reason)
+                reason = masking.text(failure.reason)
                 if failure.retry_after is not None and failure.retry_after > self.max_retry_after_s:
                     reason += (f" (Retry-After {failure.retry_after:.0f} s, waited at most the cap "
                                f"max_retry_after_s={self.max_retry_after_s:g} s)")
@@ -538,8 +537,6 @@ class OpenAICompatBackend(Backend):
                     raise Retryable(why)
                 return too_large(bound, why)
             payload = raw.http_response.content
-            if self._key:  # a server that echoes the key into its answer must not get it stored
-                payload = payload.replace(self._key.reveal().encode(), b"***")
         except (asyncio.TimeoutError, TimeoutError):
             raise Retryable(f"timeout: no answer within {self.timeout_s:g} s") from None
         except openai.APITimeoutError:
@@ -550,8 +547,8 @@ class OpenAICompatBackend(Backend):
         except openai.APIStatusError as exc:
             self._status_failure(exc, request)
         except openai.OpenAIError as exc:
-            raise BackendError(f"{self.name} at {self.public_base_url}: {self._scrub(str(exc))}") from None
-        data = decode_answer(payload)
+            raise BackendError(f"{self.name} at {self.public_base_url}: {masking.text(str(exc))}") from None
+        data = decode_answer(payload)  # masked before it is decoded: a server may echo the key
         if request.mode == "logprobs":
             try:
                 result = parse_logprobs(data, request.choices)
@@ -570,7 +567,7 @@ class OpenAICompatBackend(Backend):
     def _status_failure(self, exc: Any, request: CallRequest) -> None:
         """Turn an HTTP error status into Retryable, LogprobsUnsupported or BackendError (always raises)."""
         status = int(exc.status_code)
-        message = self._scrub(_server_message(exc))
+        message = _server_message(exc)
         if status in RETRYABLE_STATUS:
             headers = dict(exc.response.headers) if getattr(exc, "response", None) is not None else None
             raise Retryable(f"HTTP {status}: {message}", parse_retry_after(headers)) from None
@@ -664,7 +661,8 @@ async def _close_all(clients: list[Any]) -> None:
 
 
 def _server_message(exc: Any) -> str:
-    """The server's own words from an error response, shortened."""
+    """The server's own words from an error response, masked (masking.py), then shortened: a key
+    cut in two by the shortening would no longer be found whole."""
     body = getattr(exc, "body", None)
     message: Any = None
     if isinstance(body, dict):
@@ -676,7 +674,7 @@ def _server_message(exc: Any) -> str:
         message = body
     if not message:
         message = getattr(exc, "message", "") or "no message"
-    text = " ".join(str(message).split())
+    text = " ".join(masking.text(str(message)).split())
     return text if len(text) <= 500 else text[:497] + "..."
 
 

@@ -11,6 +11,7 @@ import json
 import math
 from typing import Any, Literal
 
+from .. import masking
 from ..calls import FAILED_CALL, CallRequest, CallResult
 from ..errors import BackendError
 from ..parse.tokens import token_choice
@@ -213,7 +214,9 @@ def parse_logprobs(data: dict[str, Any], choices: tuple[str, ...]) -> CallResult
 
 
 def decode_answer(payload: bytes) -> dict[str, Any]:
-    """The response body as a JSON object, or Retryable."""
+    """The response body as a JSON object, or Retryable. Every secret the process holds is masked
+    in it first (masking.py): a server may echo the API key, in any encoding, anywhere in it."""
+    payload = masking.current().bytes(payload)
     try:
         data = json.loads(payload)
     except (UnicodeDecodeError, json.JSONDecodeError):

@@ -15,6 +15,7 @@ from importlib import import_module
 import typer
 from rich.markup import escape
 
+from .. import masking
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, JudgeblenderError
 from . import usage
 from .checks import checked
@@ -121,6 +122,7 @@ def _interrupted(signals: _Signals, command: str | None, argv: list[str]) -> Non
 def main() -> None:
     """Entry point. Every exit status is one of those in errors.py (EXIT_*), and none is dropped:
     user errors exit 2 with one line on stderr, failed model calls 3, SIGINT 130, SIGTERM 143."""
+    masking.guard_streams()  # an API key a server echoed is masked in all the command prints
     argv = sys.argv[1:]
     command = _requested_command(argv)
     signals = _Signals()

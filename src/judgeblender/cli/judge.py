@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from .. import paths
-from ..backends.batch import BatchRequests, use_batch_files
+from ..backends.batch import BatchRequests, served_models, use_batch_files
 from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge, summary_rows
 from ..judges.engine import WINDOW, check_stream, judge_stream, window_texts
@@ -65,7 +65,7 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pair_sour
                       passages, out: Path, details: Path | None, store_path: Path, options: dict,
                       mode: str, seed: int, allow_fallback: bool, invalid_policy: str, skip_missing: bool,
                       redact: bool, progress: bool, json_summary: bool, batch_read: Path | None,
-                      batch_write: Path | None, min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS,
+                      batch_write: BatchRequests | None, min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS,
                       ray_address: str | None = None, ray_workers: int | None = None,
                       window: int | None = None) -> None:
     """`judge --panel`: run the panel (panels/run_panel.py), write its files, print its summary.
@@ -85,6 +85,8 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pair_sour
         specs = [*panel.judges, *([tiebreaker[0]] if tiebreaker else [])]
         make_judge = ray_judges_cli(specs, ray_address, ray_workers, batch_read or batch_write)
     details_path = details or paths.details_path(out)
+    if batch_write is not None:  # before the store is made (run_panel checks again, with the built judges)
+        batch_write.check(served_models(spec.model for spec in panel.judges))
     try:
         with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
             if streams(panel, tiebreaker):
@@ -172,24 +174,31 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"warning: --for-calibration: {short}; label more pairs first",
                                   markup=False, soft_wrap=True)
             opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
+            # the requests files, one per model when several models have requests: checked, once
+            # the judges' models are known, against every other file this command reads or writes
+            read_too = [*([Path(panel)] if panel and panel.endswith(".toml") else []), *filter(None, [batch_read])]
+            queue = None if batch_write is None else BatchRequests(
+                batch_write, inputs=[queries, corpus, pairs, store_path, *read_too],
+                outputs=[("--out", out), ("--details" if details else "the details file beside --out",
+                                          details or paths.details_path(out))])
             if panel:
                 _judge_with_panel(panel, panel_models, pair_source, query_map, passages, out, details, store_path,
                                   opts, mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
-                                  json_summary, batch_read, batch_write, min_choice_mass, ray_address, ray_workers,
+                                  json_summary, batch_read, queue, min_choice_mass, ray_address, ray_workers,
                                   window)
                 return
             spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=command_options(model, opts),
                              allow_fallback=allow_fallback,
                              invalid_policy=invalid_policy, seed=seed, min_choice_mass=min_choice_mass)
             _judge_streamed(spec, pair_source, query_map, passages, out, details, store_path, skip_missing, redact,
-                            progress, json_summary, batch_read, batch_write, ray_address, ray_workers, window)
+                            progress, json_summary, batch_read, queue, ray_address, ray_workers, window)
         finally:
             close_corpus(passages)
 
 
 def _judge_streamed(spec: JudgeSpec, pair_source, query_map: dict[str, str], passages, out: Path,
                     details: Path | None, store_path: Path, skip_missing: bool, redact: bool, progress: bool,
-                    json_summary: bool, batch_read: Path | None, batch_write: Path | None,
+                    json_summary: bool, batch_read: Path | None, batch_write: BatchRequests | None,
                     ray_address: str | None, ray_workers: int | None, window: int) -> None:
     """`judge` with one judge: pairs streamed in windows (judges/engine.py `judge_stream`), each
     window's qrels and details written as it completes (judges/outputs.py `RunFiles`)."""

@@ -20,6 +20,10 @@ Here:
   dictionary of the record's key names; label, probabilities, expected value and invalid reason
   stay columns, for SQL and for `store merge`'s conflict checks;
 - times are Unix seconds (REAL), shown as ISO 8601 in exports;
+- every text a row holds (messages, answer, parsed label, probabilities, metadata, a judgment's
+  record) is masked first (judgeblender.masking: the API keys this process holds, in every form
+  a server may echo them), in whichever process makes the row: the driver, or the writer process,
+  which the driver tells the secrets (store/writer.py). Text that holds none is stored as it is;
 - under Ray, the worker that got an answer makes its row's costly parts (`row_parts`: the
   messages and metadata compressed against the dictionaries this store chose, sent to it by the
   driver; the probabilities' JSON), and the store uses each part only where its dictionary is
@@ -39,6 +43,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
+from .. import masking
 from ..calls import CallRequest, CallResult, canonical_json
 from ..hashing import sha256_text
 
@@ -304,6 +309,13 @@ class Texts:
                   raw_output: str, parsed: str | None, probs: str | None, choice_mass: float | None,
                   tokens_in: int | None, tokens_out: int | None, latency_s: float | None, created_at: float,
                   extra: str | None, parts: RowParts | None = None) -> tuple:
+        mask = masking.current()
+        if mask:  # every row is made here (encode_call, encode_result): its texts are masked here
+            masked = (mask.value(messages), mask.text(raw_output), _masked_json(mask, parsed),
+                      _masked_json(mask, probs), _masked_json(mask, extra))
+            if any(m is not v for m, v in zip(masked, (messages, raw_output, parsed, probs, extra))):
+                messages, raw_output, parsed, probs, extra = masked
+                parts = None  # a worker's parts hold what was masked: the row is made here
         made: list[str] = []
 
         def messages_json() -> str:  # made only where needed: a new shape, or no part made for it
@@ -348,6 +360,7 @@ class Texts:
 
     # -- judgments ---------------------------------------------------------------------------------
     def encode_judgment(self, judge_id: str, qid: str, docid: str, record: dict[str, Any], updated_at: float) -> tuple:
+        record = masking.value(record)  # its answers and reasons, as a call's row is (_call_row)
         rest = {k: v for k, v in record.items() if k not in JUDGMENT_COLUMNS}
         probs = record.get("probs")
         probs_json = canonical_json(probs) if probs is not None else None
@@ -360,6 +373,15 @@ class Texts:
         record.update(label=label, probs=json.loads(probs) if probs else None, expected=expected,
                       invalid_reason=invalid_reason)
         return dict(sorted(record.items()))
+
+
+def _masked_json(mask: masking.Mask, text: str | None) -> str | None:
+    """JSON text with every secret masked in its values (decoded, masked, encoded again as
+    canonical_json, as the store writes it), so it stays valid JSON; the same object when it
+    holds none."""
+    if text is None or mask.text(text) is text:
+        return text
+    return canonical_json(mask.value(json.loads(text)))
 
 
 SCHEMA_5 = """

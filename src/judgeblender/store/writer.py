@@ -21,6 +21,9 @@ not the driver's.
   waiting, so a killed one may leave several in the pipe, and their answers stay stored.
 - Messages are length-prefixed pickles over the child's stdin and stdout, between two processes
   of the same user on one machine.
+- The rows the child makes are masked as the driver's are (judgeblender.masking): a message
+  starts with the secrets the driver holds (SECRETS) whenever they are not yet the child's, so an
+  API key a server echoed reaches no row, whichever process makes it.
 
 A served run (an OpenAI-compatible backend, not under Ray) uses the same child differently
 (`submit`): its event loop sends the answers as they are (RESULTS: key, request, result, parsed
@@ -47,9 +50,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .. import masking
+
 _HEAD = struct.Struct("<Q")
 JUDGMENTS = "judgments"  # an instruction: a judge's judgments as records, encoded by the child
 RESULTS = "results"  # an instruction: answers as the engine has them, their rows made by the child
+SECRETS = "secrets"  # an instruction: the secrets the child masks in the rows it makes (masking.py)
 
 
 def _frame(obj: Any) -> bytes:
@@ -117,6 +123,7 @@ class StoreWriter:
     def _start(self) -> subprocess.Popen:
         import judgeblender
 
+        self._told: tuple[str, ...] = ()  # the secrets this child has been sent: none yet
         env = dict(os.environ)
         package_root = str(Path(judgeblender.__file__).resolve().parents[1])  # the child imports this checkout
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
@@ -129,7 +136,11 @@ class StoreWriter:
         """Send one transaction; `on_reply(reply)` gets "ok", the child's SQLite error or None (the
         child ended: see reply_error) once it answers: from the running event loop's reader, or
         from `wait`. Answers come in the order the messages went."""
+        secrets = masking.secrets()
+        if secrets != self._told:  # the child masks what the driver does (its rows, its judgments)
+            statements = [(SECRETS, secrets), *statements]
         data = _frame(statements)  # a message that cannot be pickled fails here, before anything is sent
+        self._told = secrets
         self._waiting.append(on_reply)
         try:
             self.proc.stdin.write(data)  # type: ignore[union-attr]
@@ -258,7 +269,10 @@ def serve(path: str, requests: BinaryIO, replies: BinaryIO) -> None:
         try:
             db.execute("BEGIN IMMEDIATE")
             for instruction in statements:
-                if instruction[0] == JUDGMENTS:
+                if instruction[0] == SECRETS:
+                    for secret in instruction[1]:
+                        masking.register(secret)
+                elif instruction[0] == JUDGMENTS:
                     _, judge_id, records, now = instruction
                     db.executemany(JUDGMENTS_INSERT, [texts.encode_judgment(judge_id, qid, docid, record, now)
                                                       for qid, docid, record in records])
