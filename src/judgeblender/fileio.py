@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import IO, Any
 
@@ -110,7 +111,11 @@ def atomic_writer(path: str | Path, mode: str = "wb", suffix: str = "", **open_a
                 fh.flush()
                 os.fsync(fh.fileno())
                 fh.close()
-                os.replace(tmp, path)
+                pending = _TOGETHER.get()
+                if pending is None:
+                    os.replace(tmp, path)
+                else:  # renamed with the others when outputs_together ends
+                    pending.append((tmp, path, existed))
             except OSError as exc:
                 raise OutputError(path, exc, existed) from None
             done = True
@@ -122,10 +127,45 @@ def atomic_writer(path: str | Path, mode: str = "wb", suffix: str = "", **open_a
                     pass
     finally:
         if tmp is not None and not done:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            _remove([tmp])
+
+
+_TOGETHER: ContextVar[list[tuple[str, Path, bool]] | None] = ContextVar("outputs_together", default=None)
+
+
+@contextmanager
+def outputs_together() -> Iterator[None]:
+    """The outputs written inside (through atomic_writer) replace theirs together, when the block
+    ends without an exception, or none does: each is written and synced to its temporary file as
+    it comes, and the renames, which need no room, wait for the end. A command that writes a qrels
+    file and its provenance (or details, or a sample and its design) never leaves the new one
+    beside the old other because the disk filled on the second. Nested blocks join the outermost."""
+    if _TOGETHER.get() is not None:
+        yield
+        return
+    pending: list[tuple[str, Path, bool]] = []
+    token = _TOGETHER.set(pending)
+    try:
+        yield
+    except BaseException:
+        _TOGETHER.reset(token)
+        _remove(tmp for tmp, _, _ in pending)
+        raise
+    _TOGETHER.reset(token)
+    for done, (tmp, path, existed) in enumerate(pending):
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:
+            _remove(tmp for tmp, _, _ in pending[done:])
+            raise OutputError(path, exc, existed) from None
+
+
+def _remove(paths: Iterable[str]) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
