@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 
 # Exit statuses of the `judgeblender` command (README.md and docs/reliability.md list them).
 EXIT_OK = 0  # done: every pair judged, or unjudged for a model-answer reason (invalid answer)
 EXIT_INTERNAL = 1  # a bug: an unexpected exception, with its traceback
-EXIT_USAGE = 2  # a user error (input file, option, path), before or instead of the work
+EXIT_USAGE = 2  # a user error (input file, option, path), before or instead of the work; also an output
+#                (qrels, details, report, export, merged store, panel or batch file) or a store that cannot be
+#                written, for a full disk or a read-only medium (OutputError, store.StoreError): one line naming
+#                the file, no partial or temporary file left, every answer committed to the store kept
 EXIT_CALLS_FAILED = 3  # model calls failed (transport, server errors): what was judged is written
 EXIT_SIGINT = 130  # interrupted by Ctrl+C (SIGINT): answers so far are in the store, no --out
 EXIT_SIGTERM = 143  # stopped by SIGTERM: the same
@@ -68,6 +72,36 @@ class ArgumentError(JudgeblenderError, ValueError):
         if hint:
             msg += f"; {hint}"
         super().__init__(msg)
+
+
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+class OutputError(JudgeblenderError, OSError):
+    """An output file could not be written (a full disk, a read-only medium, an I/O error): names
+    the file and the system's reason, and says the file is as it was (fileio.atomic_writer leaves
+    no partial or temporary file). Also an OSError carrying the cause's errno and strerror, so code
+    that caught the bare OSError raised before (an optional cache, the labeling page's warning)
+    keeps working."""
+
+    def __init__(self, path: str | Path, cause: OSError, existed: bool = False):
+        self.path = str(path)
+        reason = cause.strerror or str(cause) or type(cause).__name__
+        if cause.errno in _NO_ROOM:
+            hint = "free some space, or write it elsewhere, and run again"
+        elif cause.errno in _READ_ONLY:
+            hint = "write it to a writable folder"
+        else:
+            hint = "check the disk, or write it elsewhere, and run again"
+        kept = "its earlier content is kept" if existed else "no file was made"
+        self.message = (f"{self.path}: cannot write this output ({reason}); {kept}, no partial or temporary file "
+                        f"is left; {hint}")
+        super().__init__(self.message)
+        self.errno, self.strerror, self.filename = cause.errno, cause.strerror, self.path
+
+    def __str__(self) -> str:  # OSError's own would show "[Errno 28] ..." without the file's story
+        return self.message
 
 
 class MissingItemsError(JudgeblenderError):

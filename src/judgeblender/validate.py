@@ -179,11 +179,13 @@ def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = Fals
     if not head and read_only:  # opening it would write an empty store's schema into it
         raise InputError(path, None, "a judgeblender store", "an empty file")
     if head:
+        from .store.calls import open_read_only
         from .store.migrations import MIGRATIONS
 
         try:
-            # immutable: read without locks, and without the -wal/-shm files a plain read leaves behind
-            db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+            # read as SQLite reads it, write-ahead log included: a store whose commits are still in
+            # its log (a full disk stopped the checkpoint, a process was killed) is whole, not damaged
+            db = open_read_only(path)
             try:
                 version = db.execute("PRAGMA user_version").fetchone()[0]
                 tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]

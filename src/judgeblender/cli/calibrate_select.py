@@ -44,7 +44,7 @@ def store_costs(path: Path, judges: Sequence[str]) -> dict[str, float]:
     if not Path(path).is_file():
         raise JudgeblenderError(f"{path}: no such store (--cost-from-store reads the store the judges ran with)")
     out: dict[str, float] = {}
-    with CallStore(path) as store:
+    with CallStore(path, read_only=True) as store:  # a store on a read-only medium serves
         held = set(store.judge_ids())
         for judge in judges:
             if judge not in held:

@@ -17,7 +17,7 @@ from ..judges.factory import PAIR_JUDGES
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..pairs import read_corpus, read_pairs, read_queries
 from ..pairs.qrels import write_qrels
-from ..fileio import atomic_write_text
+from ..fileio import atomic_write_text, outputs_together
 from ..store import CallStore
 from .console import console, err_console
 from .judge import print_summary
@@ -109,7 +109,6 @@ def register(app: typer.Typer) -> None:
             if ray_address is not None:
                 make_judge.close()
                 ray_done()
-        write_qrels(out, result.qrels())
         details_path = details or paths.details_path(out)
         lines = []
         for p in result.pairs:
@@ -119,7 +118,9 @@ def register(app: typer.Typer) -> None:
             if result.llm and p in result.llm.judgments[llm_judges[0].id]:
                 rec["llm"] = {jid: js[p].record() for jid, js in result.llm.judgments.items()}
             lines.append(json.dumps(rec, ensure_ascii=False) + "\n")
-        atomic_write_text(details_path, "".join(lines))
+        with outputs_together():  # the qrels and their details, or neither (a full disk on the second)
+            write_qrels(out, result.qrels())
+            atomic_write_text(details_path, "".join(lines))
         print_summary(result.cheap)
         if result.llm:
             print_summary(result.llm, skipped_note=False)

@@ -40,8 +40,20 @@ INPUT, INPUTS, DIR, OUTPUT, STORE, STORE_READ, MODEL, MODELS, PROMPT, PROMPTS, P
     "input", "inputs", "dir", "output", "store", "store-read", "model", "models", "prompt", "prompts", "panel",
     "named-inputs", "judge-models")
 
-# Per command: parameter name -> what it is. Outputs are checked against every input of the command.
-ROLES: dict[str, dict[str, str]] = {
+
+def _calibrate_store(args: dict[str, Any]) -> str | None:
+    """calibrate writes to --store only when it judges the seed pairs (--panel with --queries and
+    --corpus); --cost-from-store only reads it, so a store on a read-only medium serves; else it is
+    not opened at all."""
+    if args.get("panel") and args.get("queries") and args.get("corpus") and not args.get("details") \
+            and not args.get("labels"):
+        return STORE
+    return STORE_READ if args.get("cost_from_store") else None
+
+
+# Per command: parameter name -> what it is, or a function of the arguments that says (None: not
+# used this time). Outputs are checked against every input of the command.
+ROLES: dict[str, dict[str, str | Callable[[dict[str, Any]], str | None]]] = {
     "judge": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "details": OUTPUT, "model": MODEL,
               "prompt": PROMPT, "store_path": STORE, "panel": PANEL, "panel_models": MODELS, "batch_read": INPUT,
               "batch_write": OUTPUT},
@@ -54,7 +66,7 @@ ROLES: dict[str, dict[str, str]] = {
     "label": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "journal": OUTPUT},
     "calibrate": {"gold": INPUT, "details": INPUT, "labels": INPUTS, "panel": PANEL, "queries": INPUT,
                   "corpus": INPUT, "runs": DIR, "out": OUTPUT, "judge_model": JUDGE_MODELS,
-                  "store_path": STORE},
+                  "store_path": _calibrate_store},
     "fill": {"gold": INPUT, "llm": INPUT, "out": OUTPUT, "provenance": OUTPUT, "pairs": INPUT},
     "report": {"gold": INPUT, "preds": INPUTS, "runs_dir": DIR, "out": OUTPUT, "groups": INPUT,
                "store": STORE_READ, "seed_qrels": INPUT, "design": INPUT, "calibration_seed": INPUT},
@@ -113,7 +125,8 @@ def check_arguments(command: str, args: dict[str, Any]) -> None:
                                 high_open=high_open)
             elif isinstance(one, float):
                 validate.number("--" + name.replace("_", "-"), one)
-    roles = ROLES.get(command, {})
+    roles = {name: role for name, given in ROLES.get(command, {}).items()
+             if (role := given(args) if callable(given) else given) is not None}
     inputs: list[Path] = []
     for name, role in roles.items():
         for value in _many(args.get(name)):

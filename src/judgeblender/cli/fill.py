@@ -12,6 +12,7 @@ from rich.text import Text
 
 from .. import paths
 from ..evaluate.agreement import LEVELS
+from ..fileio import outputs_together
 from ..label.merge import HUMAN, LLM, merge_labels, write_provenance
 from ..pairs import read_pairs, read_qrels, write_qrels
 from .console import console, err_console
@@ -32,8 +33,9 @@ def register(app: typer.Typer) -> None:
         machine = read_qrels(llm, allowed=LEVELS)
         merged = merge_labels(human, machine, read_pairs(pairs) if pairs else None)
         provenance = provenance or paths.provenance_path(out)
-        write_qrels(out, merged.qrels())
-        write_provenance(provenance, merged)
+        with outputs_together():  # the qrels and their provenance, or neither (a full disk on the second)
+            write_qrels(out, merged.qrels())
+            write_provenance(provenance, merged)
 
         by_level = {src: [0] * len(LEVELS) for src in (HUMAN, LLM)}
         for _, _, label, src in merged.rows:

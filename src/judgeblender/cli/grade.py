@@ -21,6 +21,7 @@ from rich.table import Table
 
 from .. import asyncrun
 from ..errors import JudgeblenderError
+from ..fileio import atomic_writer
 from ..backends.registry import command_options
 from ..judges import JudgeSpec
 from ..jury import Jury
@@ -117,8 +118,7 @@ def register(app: typer.Typer) -> None:
             if make_judge is not None:
                 make_judge.close()
                 ray_done()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("w", encoding="utf-8") as f:
+        with atomic_writer(out, "w", encoding="utf-8") as f:  # a full disk leaves no half-written file
             for result in run.results:
                 f.write(json.dumps(item_record(result), ensure_ascii=False) + "\n")
         s = jury_summary(run, pooling)

@@ -12,6 +12,7 @@ from rich.markup import escape
 from .. import paths
 from ..backends.batch import BatchRequests, served_models, use_batch_files
 from ..backends.registry import command_options
+from ..fileio import outputs_together
 from ..judges import JudgeSpec, build_judge, summary_rows
 from ..judges.engine import WINDOW, check_stream, judge_stream, window_texts
 from ..panels.calibrate import seed_shortfall
@@ -35,7 +36,8 @@ def write_batch_requests(queue: BatchRequests | None) -> None:
     """Write the Batch API requests a --batch-write run queued, and say where."""
     if queue is None:
         return
-    written = queue.write()
+    with outputs_together():  # one file per model: all of them, or none (a full disk on the last)
+        written = queue.write()
     if not written:
         err_console.print("no call left for the Batch API: every pair is answered", highlight=False)
     for path, n in written.items():

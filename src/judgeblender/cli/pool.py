@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import JudgeblenderError
+from ..fileio import outputs_together
 from ..pairs.corpus import read_corpus
 from ..pairs.design import design_path_for, draw_pair_design, draw_query_design, write_design, write_pair_design
 from ..pairs.pool import (
@@ -71,31 +72,32 @@ def register(app: typer.Typer) -> None:
             texts = read_corpus(corpus, wanted={p.docid for p in pooled})
             kept, dupes, no_text = drop_duplicate_texts(pooled, texts, str(corpus), judged, skip_missing)
         holes = exclude_judged(kept, judged)
-        write_pairs(out, holes)
-        if duplicates_out:
-            write_duplicates(duplicates_out, dupes)
-        drawn = stratified_sample(holes, sample, seed, band_list) if sample else []
-        design_file = None
-        if sample:
-            write_pairs(sample_out, drawn)
-            design_file = design_out or design_path_for(sample_out)
-            write_pair_design(design_file, holes, drawn, band_list, seed)
-        elif sample_queries is not None:
-            query_design = draw_query_design(sorted({p.qid for p in holes}, key=_qid_key), sample_queries, seed)
-            chosen = set(query_design.seed)
-            drawn = [p for p in holes if p.qid in chosen]
-            query_design.note = (f"every pooled pair (depth {depth}) of each seed query is in {sample_out}: label "
-                                 "them all, then `estimate --human SEED.qrels` finds this file beside it")
-            write_pairs(sample_out, drawn)
-            design_file = design_out or design_path_for(sample_out)
-            write_design(design_file, query_design)
-        elif sample_pairs is not None:
-            pair_design = draw_pair_design(holes, sample_pairs, depth, pair_weights, seed)
-            chosen = set(pair_design.seed)
-            drawn = [p for p in holes if (p.qid, p.docid) in chosen]
-            write_pairs(sample_out, drawn)
-            design_file = design_out or design_path_for(sample_out)
-            write_design(design_file, pair_design)
+        with outputs_together():  # the pool, its duplicates, its sample and design: all, or none
+            write_pairs(out, holes)
+            if duplicates_out:
+                write_duplicates(duplicates_out, dupes)
+            drawn = stratified_sample(holes, sample, seed, band_list) if sample else []
+            design_file = None
+            if sample:
+                write_pairs(sample_out, drawn)
+                design_file = design_out or design_path_for(sample_out)
+                write_pair_design(design_file, holes, drawn, band_list, seed)
+            elif sample_queries is not None:
+                query_design = draw_query_design(sorted({p.qid for p in holes}, key=_qid_key), sample_queries, seed)
+                chosen = set(query_design.seed)
+                drawn = [p for p in holes if p.qid in chosen]
+                query_design.note = (f"every pooled pair (depth {depth}) of each seed query is in {sample_out}: label "
+                                     "them all, then `estimate --human SEED.qrels` finds this file beside it")
+                write_pairs(sample_out, drawn)
+                design_file = design_out or design_path_for(sample_out)
+                write_design(design_file, query_design)
+            elif sample_pairs is not None:
+                pair_design = draw_pair_design(holes, sample_pairs, depth, pair_weights, seed)
+                chosen = set(pair_design.seed)
+                drawn = [p for p in holes if (p.qid, p.docid) in chosen]
+                write_pairs(sample_out, drawn)
+                design_file = design_out or design_path_for(sample_out)
+                write_design(design_file, pair_design)
 
         summary = _summary(runs, depth, pooled, kept, holes, dupes, drawn, band_list)
         summary["without_text"] = no_text

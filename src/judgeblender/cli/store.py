@@ -22,7 +22,7 @@ STORE = typer.Option(Path("judgments.sqlite"), "--store", help="The store file."
 def _open(path: Path) -> CallStore:
     if not path.exists():
         raise JudgeblenderError(f"{path}: no such store")
-    return CallStore(path)
+    return CallStore(path, read_only=True)  # read-only media serve: these commands only read
 
 
 @store_app.command()

@@ -2,8 +2,9 @@
 
 `RunFiles` writes them window by window as a streamed run completes (judges/engine.py
 `judge_stream`): each window's lines are appended in input order to temporary files beside the
-outputs, which replace the outputs only when the run ends without an exception. The bytes are
-those `write_qrels_file` and `write_details` write for the whole run at once.
+outputs, which replace the outputs only when the run ends without an exception, both together
+(fileio.outputs_together). The bytes are those `write_qrels_file` and `write_details` write for
+the whole run at once.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
-from ..fileio import atomic_write_text, atomic_writer
+from ..fileio import atomic_write_text, atomic_writer, outputs_together
 from ..pairs import Pair
 from ..pairs.qrels import format_qrels
 from .engine import JudgeRun
@@ -84,6 +85,8 @@ class RunFiles:
         self._finished = False
 
     def __enter__(self) -> "RunFiles":
+        # both files are synced before either is renamed: a full disk on the second leaves both as they were
+        self._stack.enter_context(outputs_together())
         self._qrels: IO[str] = self._stack.enter_context(
             atomic_writer(self.out, "w", encoding="utf-8", newline="\n"))
         self._lines: IO[str] = self._stack.enter_context(

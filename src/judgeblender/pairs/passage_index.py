@@ -28,12 +28,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, OutputError
 from .corpus import parse_line
 from .lookup import LookupById
 from .textfile import GZIP_MAGIC, clean_text, report_repair
 
 BOM = b"\xef\xbb\xbf"
+
+
+def _unpack_failed(corpus: Path, tmp: str, exc: OSError) -> OutputError:
+    """A gzip corpus that could not be unpacked for lack of room (or a read-only temporary folder)
+    is the temporary file's failure, not damage in the corpus: named so, with where it went."""
+    cause = OSError(exc.errno, f"{exc.strerror or exc}, unpacking {corpus}; set TMPDIR to a folder with room")
+    return OutputError(tmp, cause)
 
 
 def id_hash(docid: str) -> int:
@@ -56,21 +63,41 @@ class PassageIndex(LookupById):
             gz = fh.read(2) == GZIP_MAGIC
         if gz:
             self._tmp = tempfile.NamedTemporaryFile(prefix="jb-corpus-", suffix=".jsonl")
-            lines = 0
             try:
-                with gzip.open(self.path, "rb") as src:
-                    while block := src.read(1 << 20):
-                        self._tmp.write(block)
-                        lines += block.count(b"\n")
-            except (EOFError, OSError, zlib.error) as exc:
-                raise InputError(self.path, lines + 1, "a complete gzip stream",
-                                 f"truncated or corrupt ({exc})") from None
-            self._tmp.flush()
+                self._unpack()
+            except BaseException:
+                try:
+                    self._tmp.close()  # removes it (closing retries what a full disk refused)
+                except OSError:
+                    pass
+                raise
             source = Path(self._tmp.name)
         self._fh = open(source, "rb")
         # docid -> the first line that makes it unusable: (line, what was expected, the line)
         self._errors: dict[str, tuple[int, str, str]] = {}
         self._build()
+
+    def _unpack(self) -> None:
+        """The gzip corpus, decompressed into the temporary file."""
+        assert self._tmp is not None
+        lines = 0
+        try:
+            with gzip.open(self.path, "rb") as src:
+                while block := src.read(1 << 20):
+                    try:
+                        self._tmp.write(block)
+                    except OSError as exc:  # the temporary folder's disk, not the corpus
+                        raise _unpack_failed(self.path, self._tmp.name, exc) from None
+                    lines += block.count(b"\n")
+        except (EOFError, OSError, zlib.error) as exc:
+            if isinstance(exc, OutputError):
+                raise
+            raise InputError(self.path, lines + 1, "a complete gzip stream",
+                             f"truncated or corrupt ({exc})") from None
+        try:
+            self._tmp.flush()
+        except OSError as exc:
+            raise _unpack_failed(self.path, self._tmp.name, exc) from None
 
     # ------------------------------------------------------------------------------------ building
     def _build(self) -> None:

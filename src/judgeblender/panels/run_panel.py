@@ -23,6 +23,7 @@ from ..store import CallStore
 from ..judges.engine import JudgeRun, Reporter, StreamTotals, judge_pairs, judge_stream
 from ..judges.factory import build_judge
 from ..judges.injection import flag_pairs
+from ..fileio import outputs_together
 from ..judges.outputs import write_details, write_qrels_file
 from ..judges.judge import JudgeSpec
 from .panel import Panel, ballots_from_run, blend_run
@@ -115,9 +116,10 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
 def write_panel_run(panel_run: PanelRun, out: Path, details: Path | None = None) -> tuple[int, Path]:
     """Write the blended qrels to `out` and every member's label to `details` (default
     OUT.details.jsonl); returns how many judgments were written and the details path."""
-    n = write_qrels_file(out, panel_run.run, panel_run.labels)
     details_path = details or paths.details_path(out)
-    write_details(details_path, panel_run.run, panel_run.labels, blend=panel_run.blend_info, extra=panel_run.extra)
+    with outputs_together():  # both, or neither (a full disk on the second)
+        n = write_qrels_file(out, panel_run.run, panel_run.labels)
+        write_details(details_path, panel_run.run, panel_run.labels, blend=panel_run.blend_info, extra=panel_run.extra)
     return n, details_path
 
 

@@ -34,7 +34,7 @@ def read_store_summary(path: str | Path) -> StoreSummary:
     path = Path(path)
     if not path.is_file():
         raise JudgeblenderError(f"{path}: no such store")  # opening would create an empty one
-    with CallStore(path) as store:
+    with CallStore(path, read_only=True) as store:  # a store on a read-only medium serves
         models = store.call_stats()
         judges = []
         for judge_id in store.judge_ids():

@@ -12,6 +12,7 @@ made and written there too (`put_many_later`), off its event loop; reads stay he
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -28,6 +29,7 @@ from ..fileio import atomic_write_text
 from ..hashing import sha256_file
 from .compact import CALLS_INSERT, JUDGMENTS_INSERT, Texts, iso, text_id, unix_now
 from .migrations import COMPACT_VERSION, MIGRATIONS
+from .wal import holds_commits
 from .writer import JUDGMENTS, RESULTS, StoreWriter, reply_error
 
 
@@ -57,9 +59,19 @@ RECOVERY = ("to recover, keep what is readable with `sqlite3 {path} .recover | s
 _DAMAGE = ("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR_SHORT_READ")
 
 
+def is_full(exc: BaseException) -> bool:
+    """An SQLite error that says the disk is full (SQLITE_FULL): a write that failed, not damage."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith("SQLITE_FULL") or "database or disk is full" in str(exc)
+
+
 class StoreError(JudgeblenderError):
     """SQLite reported damage in a store, or could not read or write it: names the file, what
-    SQLite said and (for damage) how to recover."""
+    SQLite said and (for damage) how to recover. `full`: the disk was full (SQLITE_FULL)."""
+
+    def __init__(self, message: str, *, full: bool = False):
+        super().__init__(message)
+        self.full = full
 
 
 def damaged(path: str | Path, found: str) -> StoreError:
@@ -70,6 +82,9 @@ def store_error(path: str | Path, exc: sqlite3.DatabaseError) -> StoreError:
     """The one translation of an SQLite error on a store into the error a user sees (exit 2)."""
     name = getattr(exc, "sqlite_errorname", "") or ""
     text = str(exc)
+    if is_full(exc):  # SQLite rolled the transaction back whole; those committed before it stand
+        return StoreError(f"{path}: cannot write to the store (SQLite: {text}); every answer committed before is "
+                          "kept in it: free some space and run the same command again to resume from them", full=True)
     if name.startswith(_DAMAGE) or any(w in text for w in ("malformed", "not a database", "corrupt")):
         try:
             with open(path, "rb") as fh:
@@ -79,6 +94,66 @@ def store_error(path: str | Path, exc: sqlite3.DatabaseError) -> StoreError:
         # a file that never was SQLite is not a damaged store: nothing to recover
         return damaged(path, text) if sqlite else StoreError(f"{path}: not a judgeblender store (SQLite: {text})")
     return StoreError(f"{path}: cannot use the store (SQLite: {text})")
+
+
+def unwritable(path: str | Path) -> str | None:
+    """Why SQLite could not write the store at `path` (its file, or the -wal and -shm files it
+    makes beside it), or None when it can: a read-only medium, or a read-only file or folder."""
+    path = Path(path).absolute()
+    for target, what in ((path.parent, "its folder"), (path, "the store file")):
+        if target.exists() and not os.access(target, os.W_OK):
+            try:
+                read_only = bool(os.statvfs(target).f_flag & os.ST_RDONLY)
+            except OSError:
+                read_only = False
+            return "it is on a read-only medium" if read_only else f"{what} is read-only"
+    return None
+
+
+def unwritten_commits(path: str | Path) -> StoreError:
+    return StoreError(
+        f"{path}: the store has commits not yet written back from its write-ahead log ({path}-wal), and SQLite "
+        f"cannot make its shared-memory file ({path}-shm) here to read them; it is never read in part: copy the "
+        f"store with its -wal file to writable storage first and use the copy")
+
+
+def read_only_uri(path: str | Path) -> str:
+    """The URI that reads the store as SQLite does, write-ahead log included, and writes nothing
+    beside it where nothing needs reading from a log. Without a log (or with an empty one) the
+    store file is all there is, and it is opened immutable: no -wal or -shm file is made, and a
+    writer that starts meanwhile adds its commits to a log of its own, not to the file. With a
+    log, SQLite reads it (mode=ro, making the -shm file it needs where it can). On a medium where
+    it cannot, SQLite refuses the store; if the log holds a commit (store.wal), so is it here, in
+    one line, never read in part; else the file alone is what SQLite would read: immutable."""
+    path = Path(path)
+    uri = path.absolute().as_uri()
+    wal = Path(f"{path}-wal")
+    if not wal.exists() or wal.stat().st_size == 0:
+        return f"{uri}?mode=ro&immutable=1"
+    try:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True)
+        try:
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # opens the log, or fails
+            return f"{uri}?mode=ro"
+        finally:
+            db.close()
+    except sqlite3.OperationalError as exc:
+        if not (getattr(exc, "sqlite_errorname", "") or "").startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
+            raise store_error(path, exc) from None
+    except sqlite3.DatabaseError as exc:
+        raise store_error(path, exc) from None
+    if holds_commits(wal):
+        raise unwritten_commits(path)
+    return f"{uri}?mode=ro&immutable=1"
+
+
+def open_read_only(path: str | Path, **connect: Any) -> sqlite3.Connection:
+    """A read-only connection to the store, reading it as SQLite does (read_only_uri)."""
+    uri = read_only_uri(path)
+    try:
+        return sqlite3.connect(uri, uri=True, **connect)
+    except sqlite3.DatabaseError as exc:
+        raise store_error(path, exc) from None
 
 
 class StoreAccess:
@@ -110,14 +185,41 @@ class StoredCall:
 
 
 class CallStore:
-    """Thread-safe access to one store file (one connection, serialised by a lock)."""
+    """Thread-safe access to one store file (one connection, serialised by a lock).
 
-    def __init__(self, path: str | Path, redact_passages: bool = False):
+    `read_only=True` is for callers that only read (`store stats`, `report --store`, ...): where
+    the store can be written, it is opened as for writing (an older schema is upgraded, a log
+    left by a crash is checkpointed on close); where it cannot (a read-only medium, file or
+    folder), it is opened read-only as SQLite reads it (open_read_only), and a store that would
+    need upgrading first is refused in one line. Without it, a store that cannot be written is
+    refused in one line naming it, before any call is made that could not be recorded."""
+
+    def __init__(self, path: str | Path, redact_passages: bool = False, *, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
         if self.path.exists():  # never turn another program's database (or any other file) into a store
             validate.sqlite_store(self.path, write=False)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        elif read_only:  # opening it would make an empty store
+            raise StoreError(f"{self.path}: no such store")
         self._lock = StoreAccess(self.path)
+        self.new_calls = 0
+        self.cache_hits = 0
+        self._writer: StoreWriter | None = None  # write_in_child
+        self.redact_passages = redact_passages
+        reason = unwritable(self.path)
+        if reason is not None:
+            if not read_only:
+                raise StoreError(f"{self.path}: cannot write to the store: {reason}; this command records what it "
+                                 "does in the store: copy the store to writable storage, or give another store")
+            self._db = open_read_only(self.path, check_same_thread=False, isolation_level=None)
+            self._texts = Texts(self._db)
+            try:
+                self._check_version(reason)
+            except BaseException:
+                self._db.close()
+                raise
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
         except sqlite3.DatabaseError as exc:
@@ -133,14 +235,23 @@ class CallStore:
                     )
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.execute("PRAGMA busy_timeout=60000")
-            self.redact_passages = redact_passages
             self._migrate()
         except BaseException:
             self._db.close()
             raise
-        self.new_calls = 0
-        self.cache_hits = 0
-        self._writer: StoreWriter | None = None  # write_in_child
+
+    def _check_version(self, reason: str) -> None:
+        """A store opened read-only is read as it is: one of an older schema would have to be
+        upgraded (written) first."""
+        with self._lock:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version != len(MIGRATIONS):
+            raise StoreError(
+                f"{self.path}: the store has schema version {version} and must be upgraded to {len(MIGRATIONS)} before "
+                f"it is read, which writes to it, but {reason}: copy it to writable storage and use the copy"
+                if version < len(MIGRATIONS) else
+                f"{self.path}: store schema version {version} is newer than this judgeblender "
+                f"({len(MIGRATIONS)}); upgrade judgeblender")
 
     def _wal_mode(self, wait_s: float = 60.0) -> str:
         """Switch to the WAL journal. Two processes creating one store at the same moment race for
@@ -289,8 +400,8 @@ class CallStore:
 
     def _write_failure(self, exc: sqlite3.Error) -> Exception:
         """The error a failed write raises: naming this store."""
-        if isinstance(exc, sqlite3.OperationalError):  # disk full, read-only, the writer gone
-            return JudgeblenderError(f"{self.path}: cannot write to the store ({exc})")
+        if isinstance(exc, sqlite3.OperationalError) and not is_full(exc):  # read-only, the writer gone
+            return StoreError(f"{self.path}: cannot write to the store ({exc})")
         return store_error(self.path, exc)  # type: ignore[arg-type]
 
     def row_hint(self, request: CallRequest, identity_id: int) -> tuple[int | None, int | None] | None:
@@ -474,15 +585,11 @@ def check_store(path: str | Path, quick: bool = False, shown: int = 5) -> list[s
     every page, so it runs only when asked (`judgeblender store check`), never at open."""
     path = Path(path)
     pragma = "quick_check" if quick else "integrity_check"
+    db = open_read_only(path)  # a log's committed pages are read (and checked) too
     try:
-        # Without a write-ahead log there is nothing but the file to read: immutable leaves no -wal
-        # or -shm file behind; with one, its committed pages are read (and checked) too.
-        wal = Path(f"{path}-wal").exists()
-        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro{'' if wal else '&immutable=1'}", uri=True)
-        try:
-            rows = [" ".join(str(r[0]).split()) for r in db.execute(f"PRAGMA {pragma}({shown})")]  # one line
-        finally:
-            db.close()
+        rows = [" ".join(str(r[0]).split()) for r in db.execute(f"PRAGMA {pragma}({shown})")]  # one line
     except sqlite3.DatabaseError as exc:
         raise store_error(path, exc) from None
+    finally:
+        db.close()
     return [] if rows == ["ok"] else rows

@@ -19,15 +19,17 @@ beside `out` and renamed onto it only when complete: a merge that fails or is ki
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from ..errors import JudgeblenderError
-from .calls import CallStore, store_error
+from ..errors import JudgeblenderError, OutputError
+from .calls import CallStore, StoreError, is_full, open_read_only, read_only_uri, store_error
 from .migrations import MIGRATIONS
 
 # per table: its key columns, and the columns two copies of one key must agree on (None: any
@@ -95,10 +97,11 @@ def _uri(path: Path, mode: str = "ro") -> str:
 
 
 def _check_input(path: Path) -> None:
+    """The input is a store of this schema, read as SQLite reads it (on a read-only medium too)."""
     if not path.is_file():
         raise JudgeblenderError(f"{path}: no such store")
     try:
-        db = sqlite3.connect(_uri(path), uri=True)
+        db = open_read_only(path)
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -134,42 +137,78 @@ def merge_stores(out: str | Path, inputs: list[str | Path], keep_first: bool = F
         raise JudgeblenderError(f"--out {out} is also an input: write the merge to a new file")
     if out.exists() and not overwrite:
         raise JudgeblenderError(f"{out} exists: remove it first, or pass --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".merging", dir=out.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    tmp.unlink()  # CallStore creates it, with the current schema
+    existed = out.exists()
     report = MergeReport(out, paths)
+    tmp: Path | None = None
     try:
-        CallStore(tmp).close()
-        db = sqlite3.connect(_uri(tmp, "rw"), uri=True, isolation_level=None)
         try:
-            for path in paths:
-                try:
-                    _merge_one(db, path, report)
-                except sqlite3.DatabaseError as exc:  # damage in an input, found as it is read
-                    raise store_error(path, exc) from None
-            if report.conflicts_total and not keep_first:
-                raise MergeConflict(report)
-            for table in TABLES:
-                report.rows[table] = db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            db.close()
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".merging", dir=out.parent)
+            os.close(fd)
+            tmp = Path(tmp_name)
+            tmp.unlink()  # CallStore creates it, with the current schema
+            _build(tmp, paths, report, keep_first, lambda exc: _output_error(out, existed, exc))
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, out)
+        except OSError as exc:  # OutputError is one too, already naming `out`
+            raise exc if isinstance(exc, OutputError) else OutputError(out, exc, existed) from None
         for suffix in ("-wal", "-shm"):  # a replaced store's old journal files must not outlive it
             Path(f"{out}{suffix}").unlink(missing_ok=True)
         _fsync_dir(out.parent)
     finally:
-        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-            leftover.unlink(missing_ok=True)
+        if tmp is not None:
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                try:
+                    leftover.unlink(missing_ok=True)
+                except OSError:
+                    pass
     return report
 
 
+def _output_error(out: Path, existed: bool, exc: Exception) -> Exception:
+    """A failure to write the merged store, named as `out` (not its temporary name): a full disk
+    as OutputError, like every other output's; another SQLite error as what SQLite said."""
+    if is_full(exc) or getattr(exc, "full", False):
+        return OutputError(out, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), existed)
+    if isinstance(exc, sqlite3.Error):
+        return OutputError(out, OSError(errno.EIO, f"SQLite: {exc}"), existed)
+    if isinstance(exc, OSError):
+        return OutputError(out, exc, existed)
+    return exc
+
+
+def _build(tmp: Path, paths: list[Path], report: MergeReport, keep_first: bool,
+           failed: Callable[[Exception], Exception]) -> None:
+    """The merged store at `tmp`, whole in its one file (its log checkpointed and gone). An error
+    of the output goes through `failed`; damage found in an input names the input."""
+    try:
+        CallStore(tmp).close()
+    except StoreError as exc:
+        raise failed(exc) from None
+    db = sqlite3.connect(_uri(tmp, "rw"), uri=True, isolation_level=None)
+    try:
+        for path in paths:
+            try:
+                _merge_one(db, path, report)
+            except sqlite3.DatabaseError as exc:  # damage in an input, found as it is read; or a full disk
+                raise (failed(exc) if is_full(exc) else store_error(path, exc)) from None
+        if report.conflicts_total and not keep_first:
+            raise MergeConflict(report)
+        for table in TABLES:
+            report.rows[table] = db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.DatabaseError as exc:
+        raise failed(exc) from None
+    finally:
+        db.close()
+    wal = Path(f"{tmp}-wal")
+    if wal.exists() and wal.stat().st_size:  # a checkpoint that did not finish: the file alone is not the store
+        raise failed(OSError(errno.EIO, "SQLite could not write its write-ahead log back into the file"))
+
+
 def _merge_one(db: sqlite3.Connection, path: Path, report: MergeReport) -> None:
-    db.execute("ATTACH DATABASE ? AS src", (_uri(path),))
+    db.execute("ATTACH DATABASE ? AS src", (read_only_uri(path),))  # as SQLite reads it, a read-only medium too
     try:
         db.execute("BEGIN IMMEDIATE")
         try:
