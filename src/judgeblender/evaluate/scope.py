@@ -61,6 +61,8 @@ DEFAULT_SCOPE = "labels"
 DEFAULT_DEPTH = 10  # the pool's depth, and the depth the queries' coverage is judged at
 DEFAULT_MIN_JUDGED = 0.9  # the report's and compare's --min-judged
 
+SCOPE_HELP = ("The pairs the human, filled and llm figures are computed over: 'labels', every pair the human or LLM "
+              "labels cover (the same whichever runs are given), or 'pool', the runs' pooled pairs at --depth.")
 SCOPE_WORDS = {
     "labels": "every pair the human or LLM labels cover",
     "pool": "the pooled pairs of the systems (top {depth})",
@@ -125,13 +127,13 @@ def judged_share(labels: Qrels, runs: Sequence, qid: str, depth: int) -> float |
 
 def query_set(reference: Qrels, *, candidates: Iterable[str] | None = None, runs: Sequence | None = None,
               depth: int = DEFAULT_DEPTH, min_judged: float | None = None,
-              reference_name: str = "the human labels") -> QuerySet:
+              reference_name: str = "the human labels", outside: str = NOT_A_TOPIC) -> QuerySet:
     """The queries that count, in the order of `candidates` (default: the reference's queries).
 
     A candidate counts when `reference` labels at least one of its pairs; with `runs` and
     `min_judged`, also when the reference labels at least `min_judged` of the runs' top `depth`
     there (a query no run ranks anything for keeps counting: every run scores 0 on it). Queries the
-    reference labels that are not candidates are listed as dropped too (not among the topics)."""
+    reference labels that are not candidates are listed as dropped too, with the reason `outside`."""
     if min_judged is not None:
         arguments.number_between("min_judged", min_judged, 0, 1)
     order = list(dict.fromkeys(str(q) for q in candidates)) if candidates is not None else list(reference)
@@ -152,7 +154,7 @@ def query_set(reference: Qrels, *, candidates: Iterable[str] | None = None, runs
         chosen = set(order)
         for q, docs in reference.items():
             if docs and q not in chosen:
-                dropped[q] = NOT_A_TOPIC
+                dropped[q] = outside
     return QuerySet(kept, dropped)
 
 
@@ -196,7 +198,8 @@ class Columns:
         return {"scope": self.scope, "depth": self.depth, "scope_pairs": self.size, **self.queries.to_dict()}
 
 
-def _restrict(labels: Qrels | None, pairs: Mapping[str, Collection[str]]) -> Qrels:
+def restrict(labels: Qrels | None, pairs: Mapping[str, Collection[str]]) -> Qrels:
+    """`labels` on `pairs` ({qid: docids}) only, queries left with no label dropped."""
     out: Qrels = {}
     for q, docs in pairs.items():
         mine = (labels or {}).get(q, {})
@@ -239,8 +242,8 @@ def scored_columns(human: Qrels | None, llm: Qrels, *, scope: str = DEFAULT_SCOP
     LLM labels in `merged`'s provenance (a judge's id, a file's stem)."""
     scope = check_scope(scope)
     pairs = scope_pairs(scope, queries.queries, human, llm, pool)
-    human_p = _restrict(human, pairs) if human is not None else None
-    llm_p = _restrict(llm, pairs)
+    human_p = restrict(human, pairs) if human is not None else None
+    llm_p = restrict(llm, pairs)
     merged = merge_labels(human_p or {}, llm_p)
     merged.rows = [(q, d, lab, src if src == HUMAN else llm_source) for q, d, lab, src in merged.rows]
     holes = [(q, d) for q, docs in pairs.items() for d in docs if d not in (human_p or {}).get(q, {})]
@@ -255,6 +258,14 @@ def scored_columns(human: Qrels | None, llm: Qrels, *, scope: str = DEFAULT_SCOP
                      + (" (scope 'pool' with the whole pool judged compares the two)" if scope == "labels" else ""))
     return Columns(scope, depth if scope == "pool" else None, queries, pairs, human_p, llm_p, merged, holes,
                    unlabelled, complete, notes)
+
+
+def by_query(pairs: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
+    """{qid: {docid, ...}} of (qid, docid) pairs."""
+    out: dict[str, set[str]] = {}
+    for q, d in pairs:
+        out.setdefault(q, set()).add(d)
+    return out
 
 
 def pool_of(runs: Sequence, depth: int, queries: Collection[str] | None = None) -> list[tuple[str, str]]:
@@ -280,10 +291,8 @@ def fit_seed(llm: Qrels, seed: Qrels, pool: Iterable[tuple[str, str]], depth: in
 
     if whole(llm, seed):
         return llm, seed, None
-    pooled: dict[str, set[str]] = {}
-    for q, d in pool:
-        pooled.setdefault(q, set()).add(d)
-    llm_p, seed_p = _restrict(llm, pooled), _restrict(seed, pooled)
+    pooled = by_query(pool)
+    llm_p, seed_p = restrict(llm, pooled), restrict(seed, pooled)
     if not seed_p or not whole(llm_p, seed_p):
         return llm, seed, None
     size = lambda labels: sum(len(d) for d in labels.values())  # noqa: E731
