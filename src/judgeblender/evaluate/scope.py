@@ -65,7 +65,7 @@ SCOPE_HELP = ("The pairs the human, filled and llm figures are computed over: 'l
               "labels cover (the same whichever runs are given), or 'pool', the runs' pooled pairs at --depth.")
 SCOPE_WORDS = {
     "labels": "every pair the human or LLM labels cover",
-    "pool": "the pooled pairs of the systems (top {depth})",
+    "pool": "the pooled pairs of the systems' top {depth}",
 }
 
 
@@ -296,5 +296,5 @@ def fit_seed(llm: Qrels, seed: Qrels, pool: Iterable[tuple[str, str]], depth: in
     if not seed_p or not whole(llm_p, seed_p):
         return llm, seed, None
     size = lambda labels: sum(len(d) for d in labels.values())  # noqa: E731
-    return llm_p, seed_p, (f"{llm_name} cover {size(llm):,} pairs, more than the seed's: the seed estimates use "
-                           f"the {size(llm_p):,} pooled pairs (the runs' top {depth}) that the seed was drawn from")
+    return llm_p, seed_p, (f"{llm_name}: its labels cover {size(llm):,} pairs, more than the pool the seed was drawn "
+                           f"from; the seed estimates use its {size(llm_p):,} pooled pairs (the runs' top {depth})")
