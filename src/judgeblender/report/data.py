@@ -185,7 +185,7 @@ def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | st
     every = all(q in fully for q in judged)
     n = len(queries)
     fitted = [r for r in estimates.values() if not isinstance(r, str)]
-    enough = f"judged to at least {min_judged:.0%} (of every run's top {DEPTH}, that share labelled)"
+    enough = f"with at least {min_judged:.0%} of the runs' top {DEPTH} labelled"
     few = f"only {len(judged)} of the {n}" if judged else f"none of the {n}"
     if len(judged) == n:
         if every:
@@ -203,7 +203,7 @@ def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | st
                 else f"{m['seed_queries']} seed queries")
         return HumanBasis(PPI, [], n, f"Computed from the PPI++ estimates of the human scores (--seed-qrels: {seed} "
                           f"of {m['queries']}; LLM labels on every query), since {few} queries the human labels "
-                          f"cover are {enough}.",
+                          f"cover have at least {min_judged:.0%} of the runs' top {DEPTH} labelled.",
                           "PPI++ estimates from the --seed-qrels seed (too few judged queries).", dropped)
     if judged:
         kind = (f"{len(judged)} fully judged queries of {n} (every document in every run's top {DEPTH} labelled)"
@@ -213,7 +213,8 @@ def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | st
                           + " fewer labels there, and a leaderboard would score the unlabelled documents as "
                             "irrelevant.",
                           f"on the {len(judged)} {'fully judged' if every else 'judged'} queries of {n}.", dropped)
-    return HumanBasis(NO_BASIS, [], n, f"Not computed: none of the {n} queries the human labels cover is {enough}, "
+    return HumanBasis(NO_BASIS, [], n, f"Not computed: none of the {n} queries the human labels cover has at least "
+                      f"{min_judged:.0%} of the runs' top {DEPTH} labelled, "
                       "so a human leaderboard would score unlabelled documents as irrelevant and every difference "
                       "from it would be an artefact of the holes. Give --seed-qrels (a seed of whole queries drawn "
                       "at random: pool --sample-queries, then label it) for PPI++ estimates of the human "
