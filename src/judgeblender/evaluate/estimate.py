@@ -208,8 +208,9 @@ def check_seed(llm: Qrels, human: Qrels, human_path: str | Path, llm_path: str |
             raise InputError(
                 human_path, None,
                 "a seed of whole queries (query-level PPI needs every pair of a seed query labelled by people)",
-                f"query {q} has human labels for {len(human[q])} of the {len(llm[q])} pairs {llm_path} labels; "
-                "label the rest, or draw the seed with `pool --sample-queries`")
+                f"query {q} has human labels for {len(human[q])} of the {len(llm[q])} pairs the LLM labels there",
+                hint=f"label the rest of the pairs {llm_path} labels there, or draw the seed with "
+                     "`pool --sample-queries`")
     return seed
 
 
