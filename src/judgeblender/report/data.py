@@ -123,7 +123,8 @@ def collect(inputs: ReportInputs) -> ReportData:
         scoped.append(f"{describe_scope('pool', inputs.depth)}: every label file is read on those "
                      f"{sum(map(len, pooled.values())):,} pairs only")
     # which pair-level queries count: the gold's (a prediction's other queries have no human label)
-    agreed = query_set(gold, candidates=[*gold, *(q for p in preds.values() for q in p)])
+    agreed_candidates = [*gold, *(q for p in preds.values() for q in p)]
+    agreed = query_set(gold, candidates=agreed_candidates)
     if agreed.note():
         scoped.append(f"agreement: {agreed.note()}")
     if inputs.groups:
@@ -145,7 +146,7 @@ def collect(inputs: ReportInputs) -> ReportData:
     restricted = sorted({r.method["restricted"] for r in estimates.values()
                          if not isinstance(r, str) and r.method.get("restricted")})
     scoped += restricted  # one line each: a label file read on the pool the seed was drawn from
-    basis = human_basis(gold, runs, estimates, inputs.min_judged)
+    basis = human_basis(gold, runs, estimates, inputs.min_judged, candidates=agreed_candidates)
     if basis.dropped:
         scoped.append(f"human leaderboards: {QuerySet(basis.queries, basis.dropped).note()}")
     if basis.kind == PPI:
@@ -173,12 +174,12 @@ def collect(inputs: ReportInputs) -> ReportData:
 
 
 def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | str],
-                min_judged: float = DEFAULT_MIN_JUDGED) -> HumanBasis:
+                min_judged: float = DEFAULT_MIN_JUDGED, candidates: list[str] | None = None) -> HumanBasis:
     """Where the human-side figures mean something: the queries whose human labels judge at least
     `min_judged` of the runs' top 10 (evaluate/scope.py's query_set, as `correlate` chooses them),
     else the seed's PPI++ estimates, else nowhere (see HumanBasis)."""
     queries = sorted(q for q, docs in gold.items() if docs)
-    counted = query_set(gold, runs=runs, depth=DEPTH, min_judged=min_judged)
+    counted = query_set(gold, candidates=candidates, runs=runs, depth=DEPTH, min_judged=min_judged)
     judged = sorted(counted.queries)
     dropped = counted.dropped
     fully = set(fully_judged_queries(runs, gold, DEPTH))
