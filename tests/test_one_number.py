@@ -21,7 +21,6 @@ And the query set: every route counts the same queries and drops the same ones f
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -44,13 +43,11 @@ DL19 = SHARED_DATA / "trec-dl-2019"
 LLAMA = SHARED_DATA / "llm-labels" / "trec-dl-2019" / "fourprompts-llama3-70b.qrels"
 SYSTEMS = ("bm25base_p", "bm25tuned_p", "UNH_bm25")
 MEASURES = ("nDCG@10", "AP(rel=2)", "P@10")
-SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def cli(*args, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     done = subprocess.run([sys.executable, "-m", "judgeblender", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, env=env, timeout=600)
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return done
 
@@ -297,13 +294,12 @@ def test_a_bad_scope_is_one_error_naming_the_argument_before_any_work(case, tmp_
     with pytest.raises(ArgumentError, match=r"^scope: expected one of 'labels', 'pool', got 'pooled'"):
         jb.experiment({"x": Path("/nonexistent.run")}, case["topics"], qrels=case["human"], llm_labels=LLAMA,
                       scope="pooled")
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     for args in (["fill", "--gold", case["dir"] / "human.qrels", "--llm", LLAMA, "-o", tmp_path / "o.qrels",
                   "--scope", "pool"],
                  ["estimate", "--llm", LLAMA, "--human", case["dir"] / "seed.qrels", "--runs", case["dir"] / "runs",
                   "--scope", "all"]):
         done = subprocess.run([sys.executable, "-m", "judgeblender", *map(str, args)], capture_output=True, text=True,
-                              env=env, timeout=300)
+                              timeout=300)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --"), done.stderr
         assert "Traceback" not in done.stderr
