@@ -73,6 +73,15 @@ def per_query(qrels, run, topics, measure=NDCG):
     return np.array([values.get(q, 0.0) for q in topics])
 
 
+def filled_everywhere(human, llm):
+    """Human labels, plus the LLM's for every pair people did not label (the default scope, labels)."""
+    out = {q: dict(docs) for q, docs in human.items()}
+    for q, docs in llm.items():
+        for d, v in docs.items():
+            out.setdefault(q, {}).setdefault(d, v)
+    return out
+
+
 def filled_by_hand(human, llm, runs, topics, k=10):
     """Human labels, plus the LLM's for the pooled pairs people did not label: written out here."""
     out = {q: dict(docs) for q, docs in human.items()}
@@ -140,15 +149,14 @@ def test_experiment_scores_match_ir_measures_under_human_filled_and_llm_labels(d
     llm = read_qrels(LLAMA70B)
     table = jb.experiment({r.name: r.path for r in runs}, topics, qrels=frame(human), llm_labels=LLAMA70B,
                           measures=["nDCG@10"])
-    filled = filled_by_hand(human, llm, runs, topics)
+    filled = filled_everywhere(human, llm)
     pool = {(p.qid, p.docid) for p in pool_runs(runs, 10, set(topics))}
-    llm_pool = {q: {d: v for d, v in docs.items() if (q, d) in pool} for q, docs in llm.items()}
     judged = ir_measures.parse_measure("Judged@10")
     for run, row in zip(runs, table.itertuples()):
         assert row.system == run.name
         assert row.human == pytest.approx(per_query(human, run, topics).mean(), abs=1e-12)
         assert row.filled == pytest.approx(per_query(filled, run, topics).mean(), abs=1e-12)
-        assert row.llm == pytest.approx(per_query(llm_pool, run, topics).mean(), abs=1e-12)
+        assert row.llm == pytest.approx(per_query(llm, run, topics).mean(), abs=1e-12)
         assert getattr(row, "_6") == pytest.approx(per_query(human, run, topics, judged).mean(), abs=1e-12)
         top = [(q, d) for q in topics for d in run.top(q, 10)]
         assert row.filled_pairs == sum(d not in human.get(q, {}) and d in llm.get(q, {}) for q, d in top)
@@ -166,7 +174,7 @@ def test_against_a_baseline_a_paired_t_test_with_holm_by_default_matches_scipy(d
     table = jb.experiment({r.name: r.path for r in runs}, topics, qrels=human, llm_labels=LLAMA70B,
                           baseline="bm25base_p")
     assert table.attrs["correction"] == "holm"
-    filled = filled_by_hand(human, llm, runs, topics)
+    filled = filled_everywhere(human, llm)
     scores = {r.name: per_query(filled, r, topics) for r in runs}
     p = {n: stats.ttest_rel(scores[n], scores["bm25base_p"]).pvalue for n in ("ICT-BERT2", "p_bert")}
     lo, hi = sorted(p, key=p.get)

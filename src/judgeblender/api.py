@@ -28,6 +28,7 @@ from .evaluate import AgreementReport, correlate as correlate_reports
 from .evaluate import agreement as agreement_report
 from .evaluate.intervals import CONFIDENCE
 from .evaluate.leaderboard import DEFAULT_MEASURES
+from .evaluate.scope import DEFAULT_MIN_JUDGED
 from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, resolve_pairs, summary_rows
 from .backends.registry import command_options, is_scorer
 from .panels.panel import Panel, ballots_from_run, get_panel
@@ -363,21 +364,27 @@ def _named_labels(predictions: Any) -> list[tuple[str, str, Any]]:
 
 
 def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str] = DEFAULT_MEASURES,
-              bootstrap: int = 1000, seed: int = 0, confidence: float = CONFIDENCE):
+              bootstrap: int = 1000, seed: int = 0, confidence: float = CONFIDENCE,
+              min_judged: float = DEFAULT_MIN_JUDGED):
     """How well the leaderboard of `runs` under each prediction's labels matches the one under
     `gold`: one row per (prediction, measure) with Kendall's tau, Spearman's rho, tau_ap and
     their bootstrap intervals. `predictions`: labels, or {name: labels}; `runs`: a folder of TREC
-    runs, a list of run files, or {name: run} (a file, a DataFrame qid/docid/score or a dict)."""
+    runs, a list of run files, or {name: run} (a file, a DataFrame qid/docid/score or a dict).
+    The queries are the `correlate` command's and the report's (evaluate/scope.py's query_set):
+    the gold's, less those whose gold labels judge under `min_judged` of the runs' top 10; each
+    row's dropped_queries and notes say which were left out and why."""
     import pandas as pd
 
     measures = arguments.sequence("measures", measures, "measures (ir_measures names such as nDCG@10)")
     _measuring(bootstrap, seed, confidence)
+    arguments.share("min_judged", min_judged)
     arguments.non_empty("predictions", predictions, "one set of labels")
     arguments.non_empty("runs", runs, "one run")
     gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")
     preds = {name: convert.qrels(p, name, scale=convert.SCALE, argument=argument)
              for name, argument, p in _named_labels(predictions)}
-    reports = correlate_reports(gold_qrels, preds, convert.runs(runs, "runs"), measures, bootstrap, seed, confidence)
+    reports = correlate_reports(gold_qrels, preds, convert.runs(runs, "runs"), measures, bootstrap, seed, confidence,
+                                min_judged)
     return pd.DataFrame([r.to_dict() for r in reports])
 
 

@@ -67,6 +67,14 @@ def number_between(name: str, value: Any, low: float, high: float) -> float:
     return float(value)
 
 
+def share(name: str, value: Any) -> float:
+    """A share in [0, 1], both ends included (a threshold such as min_judged): NaN, a string or a
+    bool is refused."""
+    if _is_bool(value) or not isinstance(value, Real) or math.isnan(value) or not 0 <= value <= 1:
+        raise ArgumentError(name, "a share between 0 and 1", value)
+    return float(value)
+
+
 def flag(name: str, value: Any) -> bool:
     """True or False: a string such as "no" would be true."""
     if not _is_bool(value):

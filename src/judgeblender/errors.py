@@ -25,18 +25,25 @@ class JudgeblenderError(Exception):
 
 
 class InputError(JudgeblenderError):
-    """Malformed input: names the file, the line (1-based) and what was expected."""
+    """Malformed input: names the file, the line (1-based), what was expected and what was given.
 
-    def __init__(self, path: str | Path, line: int | None, expected: str, got: str | None = None):
+    `got` is quoted user input: `shown` may cut it, visibly and with its length. What the user can
+    do about it goes in `hint`, after it, and is never cut (a long `got` used to swallow the
+    advice that followed it)."""
+
+    def __init__(self, path: str | Path, line: int | None, expected: str, got: str | None = None, *,
+                 hint: str = ""):
         self.path = str(path)
         self.line = line
         self.expected = expected
         self.got = got
+        self.hint = hint
         where = f"{self.path}:{line}" if line else self.path
         msg = f"{where}: expected {expected}"
         if got is not None:
-            shown = got if len(got) <= 120 else got[:117] + "..."
-            msg += f", got {shown!r}"
+            msg += f", got {shown(got)}"
+        if hint:
+            msg += f"; {hint}"
         super().__init__(msg)
 
 

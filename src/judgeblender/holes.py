@@ -20,7 +20,8 @@ from typing import Any
 from . import arguments, convert
 from .errors import ArgumentError, JudgeblenderError, require
 from .evaluate.experiment import DEFAULT_CORRECTION, ExperimentInputs, Seed, experiment_table
-from .label.merge import HUMAN, merge_labels
+from .evaluate.scope import DEFAULT_SCOPE, Columns, check_scope, query_set, scored_columns
+from .label.merge import HUMAN
 from .pairs.pool import PoolPair, exclude_judged, pool_runs
 from .pairs.qrels import Qrels
 from .pairs.runs import Run
@@ -108,25 +109,38 @@ def system_runs(systems: Any, topics: Any, names: Sequence[str] | None = None) -
 
 @dataclass
 class Filled:
-    """Human labels with the pool's holes filled, and what the LLM labelled."""
+    """The pool, what the LLM labelled, and the scope's three label sets (evaluate/scope.py)."""
 
-    qrels: Qrels  # human labels, then LLM labels where people gave none
-    provenance: dict[tuple[str, str], str]  # (qid, docid) -> "human" or the judge (or label source)
-    llm: Qrels  # the LLM labels of the pooled pairs it was asked about
-    pool: list[PoolPair]
+    columns: Columns  # human, llm and filled over the scope's pairs, and the queries that count
+    pool: list[PoolPair]  # the systems' pooled pairs on the queries that count
     holes: list[PoolPair]  # pooled pairs without a human label
     invalid: list[tuple[str, str]]  # pairs the LLM was asked about and gave no valid label for
-    llm_complete: bool  # the LLM labelled (or was asked about) every pooled pair
+    pool_judged: bool  # the LLM labelled (or was asked about) every pooled pair: PPI++ can use it
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def qrels(self) -> Qrels:
+        """The filled labels: human labels, then LLM labels where people gave none."""
+        return self.columns.filled
+
+    @property
+    def provenance(self) -> dict[tuple[str, str], str]:
+        return self.columns.provenance
+
+    @property
+    def llm(self) -> Qrels:
+        return self.columns.llm
+
     def frame(self, docid: str = "docid"):
-        """A DataFrame qid, `docid`, label (int), provenance, in the qrels' order."""
+        """A DataFrame qid, `docid`, label (int), provenance, in the qrels' order; attrs hold the
+        notes and the scope (scope, scope_pairs, queries, dropped_queries)."""
         import pandas as pd
 
-        rows = [(q, d, lab, self.provenance[(q, d)]) for q, docs in self.qrels.items() for d, lab in docs.items()]
+        rows = [(q, d, lab, src) for q, d, lab, src in self.columns.merged.rows]
         df = pd.DataFrame(rows, columns=["qid", docid, "label", "provenance"])
         df["label"] = df["label"].astype(int)
         df.attrs["notes"] = list(self.notes)
+        df.attrs.update(self.columns.summary())
         return df
 
 
@@ -165,25 +179,32 @@ def given_labels(qrels: Any, judges: Any, llm_labels: Any, *,
 def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Qrels | None = None, corpus: Any = None,
          judges: Any = None, llm_labels: Qrels | None = None, llm_source: str = "llm_labels",
          prompt: str = "umbrela", mode: str = "generate", options: Mapping[str, Any] | None = None,
-         store: Any = None, blend: str = "mv", k: int = 10, judge_pool: bool = False) -> Filled:
-    """Pool the runs' top k on `queries`; label the pooled pairs the human `qrels` lack (all pooled
-    pairs with `judge_pool`) with `judges` (through `store`) or from `llm_labels` (named
-    `llm_source` in notes and provenance); fill. `qrels` and `llm_labels` are qrels dicts already
-    read (`given_labels`): an input is read once, at the entry point."""
+         store: Any = None, blend: str = "mv", k: int = 10, judge_pool: bool = False,
+         scope: str = DEFAULT_SCOPE) -> Filled:
+    """Pool the runs' top k on the `queries` that count; label the pooled pairs the human `qrels`
+    lack (all pooled pairs with `judge_pool`) with `judges` (through `store`), or take `llm_labels`
+    (named `llm_source` in notes and provenance); then build the human, llm and filled label sets
+    of `scope` (evaluate/scope.py: 'labels', every labelled pair, or 'pool', the pooled pairs).
+    `qrels` and `llm_labels` are qrels dicts already read (`given_labels`): an input is read once,
+    at the entry point. The queries that count are the topics people labelled (with no human
+    labels: the topics the LLM labels)."""
     k = pooling(k, blend)
+    scope = check_scope(scope)
     arguments.flag("judge_pool", judge_pool)
     _one_source(judges, llm_labels)
     human = qrels if qrels is not None else {}
-    pool = pool_runs(runs, k, set(queries))
+    # which queries count is known before any model call when people labelled: no hole of a
+    # topic that does not count is judged
+    counted = query_set(qrels, candidates=queries) if qrels is not None else None
+    if counted is not None and not counted.queries:
+        raise JudgeblenderError("no topic has a label: the qrels and the topics share no query")
+    pool = pool_runs(runs, k, set(counted.queries if counted is not None else queries))
     holes = exclude_judged(pool, human)
-    # Labels already made cost nothing: take them for the whole pool (the LLM-only scores need it).
+    # Labels already made cost nothing: take them for the whole pool (PPI++ needs it).
     asked = pool if judge_pool or llm_labels is not None else holes
     if llm_labels is not None:
         source = llm_source
-        llm: Qrels = {}
-        for p in asked:
-            if p.docid in llm_labels.get(p.qid, {}):
-                llm.setdefault(p.qid, {})[p.docid] = llm_labels[p.qid][p.docid]
+        llm: Qrels = llm_labels
         what = f"have no valid label in {source}"
     elif not asked:  # people labelled every pooled pair: no model call (jb.judge refuses no pairs)
         from .api import panel
@@ -209,11 +230,19 @@ def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Qrels | None
         in_holes = sum(d not in human.get(q, {}) for q, d in invalid)
         notes.append(f"{len(invalid)} of {len(asked)} pooled pairs {what} (first: {invalid[0][0]} {invalid[0][1]}); "
                      f"{in_holes} of them are holes, left unlabelled in the filled qrels")
-    merged = merge_labels(human, llm)
-    provenance = {(q, d): (HUMAN if src == HUMAN else source) for q, d, _, src in merged.rows}
+    if counted is None:  # no human labels: the LLM labels everything, and decide which topics count
+        counted = query_set(llm, candidates=queries, reference_name="the LLM labels")
+        if not counted.queries:
+            raise JudgeblenderError("no topic has a label: the LLM labels and the topics share no query")
+    columns = scored_columns(qrels, llm, scope=scope, queries=counted, pool=[(p.qid, p.docid) for p in pool],
+                             depth=k, llm_asked=None if llm_labels is not None else {(p.qid, p.docid) for p in asked},
+                             llm_source=source)
+    notes += columns.notes
+    if counted.note():
+        notes.append(counted.note())
     for note in notes:
         log.warning("note: %s", note)
-    return Filled(merged.qrels(), provenance, llm, pool, holes, invalid, asked is pool or not human, notes)
+    return Filled(columns, pool, holes, invalid, asked is pool or not human, notes)
 
 
 # -- the experiment -----------------------------------------------------------------------
@@ -223,7 +252,7 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
                options: Mapping[str, Any] | None = None, store: Any = None, measures: Sequence = ("nDCG@10",),
                k: int = 10, seed: Any = None, design: str | Path | None = None, baseline: str | None = None,
                correction: str | None = DEFAULT_CORRECTION, confidence: float = CONFIDENCE, blend: str = "mv",
-               names: Sequence[str] | None = None, judge_pool: bool | None = None):
+               names: Sequence[str] | None = None, judge_pool: bool | None = None, scope: str = DEFAULT_SCOPE):
     """Systems compared on `topics`, with LLM labels where people did not judge: one row per system
     and measure (see evaluate/experiment.py for the columns).
 
@@ -235,10 +264,15 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
     design is found beside a seed file): adds PPI++ estimates, for which the whole pool is judged
     (`judge_pool`, default: only with a seed; the LLM-only column is NaN when only holes were judged
     by a jury). Scores are means over the topics that have human labels.
+    `scope`: the pairs the human, filled and llm columns are computed over (evaluate/scope.py):
+    'labels' (default: every pair the human or LLM labels cover, the same whichever systems are
+    in the table) or 'pool' (the systems' pooled pairs at depth k).
     `baseline`: a system's name; adds paired t-tests on the filled labels with `correction`
     (holm, bonferroni or none) and, with a seed, PPI++ differences with Holm's correction.
-    The table's `attrs` hold the queries, k, confidence, correction and the notes."""
+    The table's `attrs` hold the queries (and the dropped ones, with the reason), the scope, k,
+    confidence, correction and the notes."""
     k = pooling(k, blend)
+    scope = check_scope(scope)
     measures = arguments.sequence("measures", measures, "measures (ir_measures names such as nDCG@10)")
     arguments.number_between("confidence", confidence, 0, 1)
     if correction is not None and not isinstance(correction, str):  # the name is checked by experiment_table
@@ -261,14 +295,14 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
     queries = topic_texts(topics)
     runs = system_runs(systems, queries, names)
     filled = fill(runs, queries, qrels=human, corpus=corpus, judges=judges, llm_labels=given, llm_source=source,
-                  prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k, judge_pool=judge_pool)
-    population = [q for q in queries if q in (human if human is not None else filled.qrels)]
-    if not population:
-        raise JudgeblenderError("no topic has a label: the qrels and the topics share no query")
-    llm_sources = {pq: s for pq, s in filled.provenance.items() if s != HUMAN}
-    inputs = ExperimentInputs(runs, population, human, filled.qrels, filled.llm, llm_sources, filled.llm_complete)
+                  prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k, judge_pool=judge_pool,
+                  scope=scope)
+    columns = filled.columns
+    llm_sources = {pq: s for pq, s in columns.provenance.items() if s != HUMAN}
+    inputs = ExperimentInputs(runs, columns.queries.queries, columns.human, columns.filled, columns.llm, llm_sources,
+                              columns.llm_complete, pool_judged=filled.pool_judged, scope=scope)
     table = experiment_table(inputs, measures, k=k, baseline=baseline, correction=correction, seed=seed_arg,
                              confidence=confidence)
     table.attrs.update({"holes": len(filled.holes), "filled": len(llm_sources), "invalid": len(filled.invalid),
-                        "notes": list(filled.notes)})
+                        **columns.summary(), "notes": list(filled.notes) + table.attrs.get("notes", [])})
     return table

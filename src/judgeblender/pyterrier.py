@@ -20,6 +20,7 @@ from typing import Any
 
 from . import arguments, convert
 from .errors import JudgeblenderError, require
+from .evaluate.scope import DEFAULT_SCOPE, check_scope
 from .holes import fill, given_labels, pooling, system_runs, topic_texts
 
 pt = require("pyterrier", "pyterrier", "judgeblender.pyterrier")
@@ -101,17 +102,23 @@ class Judge(pt.Transformer):
 def fill_qrels(systems: Any, topics: Any, *, qrels: Any, corpus: Any = None, judges: Any = None,
                llm_labels: Any = None, prompt: str = "umbrela", mode: str = "generate", store: Any = None,
                k: int = 10, blend: str = "mv", names: Sequence[str] | None = None,
-               options: Mapping[str, Any] | None = None):
+               options: Mapping[str, Any] | None = None, scope: str = DEFAULT_SCOPE):
     """PyTerrier qrels (qid, docno, label as int, provenance) with the holes of `qrels` filled: the
+    "filled" labels of jb.experiment, built by the same code (holes.fill, evaluate/scope.py). The
     documents in the systems' top k that the human labels lack are judged by `judges` (through
-    `store`) or taken from `llm_labels` (label files or frames). provenance is "human" or the judge.
+    `store`), or `llm_labels` (label files or frames) are taken. `scope`: 'labels' (default) fills
+    every pair the LLM labels and keeps every human label; 'pool' keeps the pooled pairs only (the
+    systems' top k), so its numbers depend on the systems given. provenance is "human" or the judge.
     Pairs left without a valid label are left out, counted in a note (logged, and in the frame's
-    attrs["notes"]). `pt.Experiment(systems, topics, filled, eval_metrics=[...])` runs on it."""
+    attrs["notes"]); attrs also say the scope and which topics did not count (no human label).
+    `pt.Experiment(systems, topics, filled, eval_metrics=[...])` runs on it and gives the filled
+    column of jb.experiment with the same systems, topics and scope."""
     k = pooling(k, blend)  # before a transformer runs
+    scope = check_scope(scope)
     human, given, source = given_labels(qrels, judges, llm_labels, human_needed=True)  # each read once, first
     queries = topic_texts(topics)
     runs = system_runs(systems, queries, names)
     filled = fill(runs, queries, qrels=human, corpus=corpus, judges=judges, llm_labels=given, llm_source=source,
-                  prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k)
+                  prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k, scope=scope)
     return filled.frame(docid="docno")
 

@@ -193,8 +193,8 @@ def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = Fals
             finally:
                 db.close()
         except sqlite3.DatabaseError as exc:
-            raise InputError(path, None, "a judgeblender store (a readable SQLite file)",
-                             f"{exc}; if it is a damaged store, `judgeblender store check` and docs/reliability.md "
+            raise InputError(path, None, "a judgeblender store (a readable SQLite file)", str(exc),
+                             hint="if it is a damaged store, `judgeblender store check` and docs/reliability.md "
                              "(section 8, part 7) say how to recover") from None
         # every schema's calls table has these columns; another program's `calls` table would be changed
         if (version == 0 and tables) or (version > 0 and not {"key", "raw_output"} <= columns):

@@ -67,7 +67,7 @@ ROLES: dict[str, dict[str, str | Callable[[dict[str, Any]], str | None]]] = {
     "calibrate": {"gold": INPUT, "details": INPUT, "labels": INPUTS, "panel": PANEL, "queries": INPUT,
                   "corpus": INPUT, "runs": DIR, "out": OUTPUT, "judge_model": JUDGE_MODELS,
                   "store_path": _calibrate_store},
-    "fill": {"gold": INPUT, "llm": INPUT, "out": OUTPUT, "provenance": OUTPUT, "pairs": INPUT},
+    "fill": {"gold": INPUT, "llm": INPUT, "out": OUTPUT, "provenance": OUTPUT, "pairs": INPUT, "runs_dir": DIR},
     "report": {"gold": INPUT, "preds": INPUTS, "runs_dir": DIR, "out": OUTPUT, "groups": INPUT,
                "store": STORE_READ, "seed_qrels": INPUT, "design": INPUT, "calibration_seed": INPUT},
     "compare": {"qrels": INPUT, "runs_dir": DIR},

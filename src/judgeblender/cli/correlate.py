@@ -14,6 +14,7 @@ from ..evaluate.agreement import LEVELS
 from ..evaluate.bias import GroupBias, leaderboard_scatter, read_groups, report_bias
 from ..evaluate.intervals import CONFIDENCE
 from ..evaluate.leaderboard import DEFAULT_MEASURES, CorrelationReport, correlate
+from ..evaluate.scope import DEFAULT_MIN_JUDGED
 from ..evaluate.svgplot import grid_svg
 from ..pairs.qrels import read_qrels
 from ..pairs.runs import read_runs_dir
@@ -83,6 +84,9 @@ def register(app: typer.Typer) -> None:
         plot: Path = typer.Option(None, "--plot", help="Write an SVG scatter plot (gold vs predicted score per run)."),
         per_run: bool = typer.Option(False, "--per-run", help="With --json, include every run's two scores."),
         invalid_labels: str = typer.Option("error", "--invalid-labels", help=INVALID_LABELS_HELP),
+        min_judged: float = typer.Option(DEFAULT_MIN_JUDGED, "--min-judged", help="A gold query counts when the gold "
+                                         "labels judge at least this share of the runs' top 10 (as in report); 0 "
+                                         "counts every labelled query."),
     ) -> None:
         """Correlation between the leaderboard of runs under gold labels and under each prediction."""
         check_invalid_labels(invalid_labels)
@@ -103,7 +107,7 @@ def register(app: typer.Typer) -> None:
                 err_console.print(f"warning: {len(unknown)} run(s) in {groups_file} are not in {runs_dir}: "
                                   + ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else ""), markup=False)
         reports = correlate(gold_qrels, preds, runs, measures or DEFAULT_MEASURES,
-                            bootstrap=bootstrap, seed=seed, confidence=confidence)
+                            bootstrap=bootstrap, seed=seed, confidence=confidence, min_judged=min_judged)
         biases = [(r, report_bias(r, groups)) for r in reports] if groups else []
 
         if plot:

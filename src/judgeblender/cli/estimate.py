@@ -13,7 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import InputError, JudgeblenderError
-from ..evaluate.estimate import TARGETS, PairDesign, estimate_with_seed, plan, seed_design
+from ..evaluate.estimate import TARGETS, PairDesign, estimate_with_seed, plan, scoped_seed, seed_design
+from ..evaluate.scope import DEFAULT_DEPTH, DEFAULT_SCOPE, SCOPE_HELP, check_scope, describe_scope
 from ..evaluate.agreement import LEVELS
 from ..evaluate.intervals import CONFIDENCE
 from ..evaluate.seed_overlap import seed_overlap
@@ -53,6 +54,10 @@ def register(app: typer.Typer) -> None:
         target_width: Optional[float] = typer.Option(None, "--target-width", help="With --plan: the interval width wanted."),
         as_json: bool = typer.Option(False, "--json",
                                      help="One JSON object per line: per run and measure, then per pair, then the method."),
+        scope: str = typer.Option(DEFAULT_SCOPE, "--scope", help=SCOPE_HELP + " The LLM-only figures are then "
+                                  "experiment's llm column in the same scope."),
+        depth: int = typer.Option(DEFAULT_DEPTH, "--depth", "-k", help="The pool's depth: for --scope pool, and for "
+                                  "restricting a published label file to the pool a seed was drawn from."),
         calibration_seed: Optional[Path] = typer.Option(
             None, "--calibration-seed", help="The seed the panel was calibrated on (pairs TSV or qrels): warns, with "
             "counts, when --human shares queries or pairs with it (the panel has seen them)."),
@@ -60,6 +65,7 @@ def register(app: typer.Typer) -> None:
         """Scores of runs with confidence intervals from LLM labels plus a small human seed (PPI++)."""
         if not 0 < confidence < 1:
             raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
+        check_scope(scope, "--scope")
         if target not in TARGETS:
             raise JudgeblenderError(f"--target must be one of {', '.join(TARGETS)}, got {target!r}")
         for path, what in ((llm, "--llm"), (human, "--human")):
@@ -80,6 +86,10 @@ def register(app: typer.Typer) -> None:
         if do_plan:
             if isinstance(the_design, PairDesign):
                 raise JudgeblenderError("a seed of pairs (pairs-poisson design) does not support --plan")
+            llm_qrels, human_qrels, restricted = scoped_seed(llm_qrels, human_qrels, runs, scope, depth,
+                                                             llm_name=str(llm))
+            if restricted:
+                err_console.print(f"note: {restricted}", markup=False)
             rows = plan(llm_qrels, human_qrels, runs, measures or [DEFAULT_MEASURE], target_width=target_width,
                         confidence=confidence, llm_path=llm, human_path=human, design=the_design,
                         design_path=design_file)
@@ -87,7 +97,7 @@ def register(app: typer.Typer) -> None:
             return
         result = estimate_with_seed(llm_qrels, human_qrels, runs, measures or None, confidence=confidence,
                                     target=target, llm_path=llm, human_path=human, design_path=design,
-                                    pairs=not no_pairs)
+                                    pairs=not no_pairs, scope=scope, depth=depth)
         _output(result, result.method, as_json)
 
 
@@ -108,7 +118,8 @@ def _print(result, method: dict) -> None:
         rows = sorted((r for r in result.runs if r.measure == measure), key=lambda r: -r.estimate)
         seed = (f"{method['seed_pairs']} human seed pairs over {method['seed_queries']} queries"
                 if "seed_pairs" in method else f"{method['seed_queries']} human seed queries")
-        table = Table(title=Text(f"{measure}: {conf:.0%} intervals, {seed} of {method['queries']}"),
+        table = Table(title=Text(f"{measure}: {conf:.0%} intervals, {seed} of {method['queries']} "
+                                 f"(scope {method['scope']})"),
                       caption=Text(f"x [lo, hi]: the estimate and its {conf:.0%} interval, clipped to the measure's "
                                    "range. PPI++: LLM labels on every query, corrected by the human seed. human-only: "
                                    "the seed alone. LLM-only: no correction (biased when the judge is). lambda: weight "
@@ -143,6 +154,9 @@ def _print(result, method: dict) -> None:
     console.print(f"method: {method['estimator']}", markup=False)
     console.print(f"pairs: {method['pairwise']}", markup=False)
     console.print(f"design: {method['design']}", markup=False)
+    console.print(describe_scope(method["scope"], method["depth"])
+                  + ("; the seed estimates read it on the pool the seed was drawn from (see the note)"
+                     if method.get("restricted") else ""), markup=False)
     for a in method["assumptions"]:
         console.print(f"assumes: {a}", markup=False)
     for note in result.notes:

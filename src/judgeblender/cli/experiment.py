@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import JudgeblenderError
+from ..evaluate.scope import DEFAULT_SCOPE, SCOPE_HELP, check_scope, describe_scope
 from ..evaluate.experiment import CORRECTIONS, DEFAULT_CORRECTION
 from ..holes import experiment
 from ..pairs.runs import read_runs_dir
@@ -34,6 +35,7 @@ def register(app: typer.Typer) -> None:
         store_path: Optional[Path] = typer.Option(None, "--store", help="SQLite call store for --judge: a re-run makes no call."),
         measures: list[str] = typer.Option(None, "--measure", "-m", help="ir_measures measure, repeatable [default: nDCG@10]."),
         depth: int = typer.Option(10, "--depth", "-k", help="Pool each run's top k."),
+        scope: str = typer.Option(DEFAULT_SCOPE, "--scope", help=SCOPE_HELP),
         seed: Optional[Path] = typer.Option(None, "--seed", help="Human qrels of a seed drawn at random from the pool (pool --sample-queries/--sample-pairs): adds PPI++ intervals."),
         design: Optional[Path] = typer.Option(None, "--design", help="Design file of --seed [default: SEED.design.json]."),
         baseline: Optional[str] = typer.Option(None, "--baseline", help="A run's name: paired t-tests against it."),
@@ -42,6 +44,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="One JSON object per line: per system and measure, then a summary."),
     ) -> None:
         """Compare runs with LLM labels where people did not judge: scores under human, filled and LLM labels."""
+        check_scope(scope, "--scope")
         if correction not in CORRECTIONS:
             raise JudgeblenderError(f"--correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
         if (llm is None) == (not judge_models):
@@ -50,7 +53,8 @@ def register(app: typer.Typer) -> None:
         table = experiment({name: r.path for name, r in runs.items()}, topics, qrels=qrels, corpus=corpus,
                            judges=list(judge_models) if judge_models else None, llm_labels=llm, prompt=prompt,
                            mode=mode, store=store_path, measures=measures or ["nDCG@10"], k=depth, seed=seed,
-                           design=design, baseline=baseline, correction=correction, confidence=confidence)
+                           design=design, baseline=baseline, correction=correction, confidence=confidence,
+                           scope=scope)
         summary = dict(table.attrs)
         if as_json:
             for row in table.to_dict(orient="records"):
@@ -63,10 +67,11 @@ def register(app: typer.Typer) -> None:
 
 def _print(table, s: dict, k: int) -> None:
     for measure, rows in table.groupby("measure", sort=False):
-        t = Table(title=Text(f"{measure} over {s['queries']} queries (top {k} pooled)"),
-                  caption=Text("human: the human labels alone (a hole counts as not relevant); filled: human labels, "
-                               "LLM labels in the holes; llm: the LLM labels alone; judged: Judged@k under the human "
-                               "labels; by LLM: top-k pairs the LLM labelled"
+        t = Table(title=Text(f"{measure} over {s['queries']} queries (top {k} pooled; "
+                             f"{describe_scope(s['scope'], k)})"),
+                  caption=Text("Over the scope's pairs: human: the human labels alone (a hole counts as not "
+                               "relevant); filled: human labels, LLM labels in the holes; llm: the LLM labels alone; "
+                               "judged: Judged@k under the human labels; by LLM: top-k pairs the LLM labelled"
                                + (f"; p: paired t-test against {s['baseline']} on the filled labels, {s['correction']}"
                                   f"-corrected" if s["baseline"] else "")
                                + (f"; PPI++: {s['confidence']:.0%} interval from the seed" if "ppi" in rows else "")))
@@ -82,7 +87,7 @@ def _print(table, s: dict, k: int) -> None:
                 cells.append(f"{_fmt(r['ppi'])} ± {_fmt((r['ppi_high'] - r['ppi_low']) / 2)}")
             t.add_row(Text(r["system"]), *cells)
         console.print(t)
-    console.print(f"{s['holes']} holes in the pool, {s['filled']} filled, {s['invalid']} without a valid LLM label",
-                  markup=False)
+    console.print(f"{s['holes']} holes in the pool, {s['invalid']} pooled pairs without a valid LLM label; "
+                  f"{s['filled']} pairs of the scope filled by the LLM", markup=False)
     for note in s["notes"]:
         console.print(f"note: {note}", markup=False)

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from ..evaluate.intervals import CONFIDENCE
+from ..evaluate.scope import DEFAULT_DEPTH, DEFAULT_SCOPE, SCOPE_HELP, check_scope
 from ..report import ReportInputs, build_report
 from .console import console, err_console
 
@@ -24,7 +25,9 @@ def register(app: typer.Typer) -> None:
         store: Optional[Path] = typer.Option(None, "--store", help="Call store: adds invalid-output rates, tokens and time per judge."),
         bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap samples over queries for the intervals; 0 disables."),
         seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
-        min_judged: float = typer.Option(0.9, "--min-judged", help="Flag runs whose Judged@10 is below this share."),
+        min_judged: float = typer.Option(0.9, "--min-judged", help="Flag runs whose Judged@10 is below this share; a "
+                                         "query counts in the human leaderboards when its human labels judge at "
+                                         "least this share of the runs' top 10."),
         title: str = typer.Option("How far can the LLM labels be trusted?", "--title"),
         seed_qrels: Optional[Path] = typer.Option(
             None, "--seed-qrels", help="Human labels of a random seed (whole queries, or pairs with a design): adds "
@@ -37,14 +40,20 @@ def register(app: typer.Typer) -> None:
         calibration_seed: Optional[Path] = typer.Option(
             None, "--calibration-seed", help="The seed the panel was calibrated on (pairs TSV or qrels): warns, with "
             "counts, when --gold or --seed-qrels share queries or pairs with it (the panel has seen them)."),
+        scope: str = typer.Option(DEFAULT_SCOPE, "--scope", help=SCOPE_HELP),
+        depth: int = typer.Option(DEFAULT_DEPTH, "--depth", "-k", help="The pool's depth: for --scope pool, and for "
+                                  "reading a --pred file that covers more on the pool --seed-qrels was drawn from."),
     ) -> None:
         """Agreement, confusion matrices, leaderboards, bias by family, holes and cost, in one HTML file."""
+        check_scope(scope, "--scope")
         data = build_report(ReportInputs(gold=gold, preds=list(preds), runs_dir=runs_dir, groups=groups, store=store,
                                          bootstrap=bootstrap, seed=seed, min_judged=min_judged, title=title,
                                          seed_qrels=seed_qrels, design=design, confidence=confidence,
-                                         calibration_seed=calibration_seed), out)
+                                         calibration_seed=calibration_seed, scope=scope, depth=depth), out)
         for warning in data.warnings:
             err_console.print(warning, markup=False)
+        for note in data.scope_notes:
+            err_console.print(f"note: {note}", markup=False)
         for a in data.agreements:
             kappa = "n/a" if math.isnan(a.kappa) else f"{a.kappa:.3f}"
             tau = next((f", {r.measure} tau {r.kendall_tau:.3f}" for r in data.correlations if r.name == a.name), "")

@@ -21,6 +21,7 @@ from ..errors import InputError, JudgeblenderError
 from ..kappa import cohen_kappa, confusion_matrix, kappa_from_confusion
 from .bootstrap import bootstrap_query_counts, percentile_interval
 from .intervals import CONFIDENCE
+from .scope import query_set
 from ..pairs.qrels import Qrels, qrels_size
 
 LEVELS = (0, 1, 2, 3)
@@ -57,6 +58,8 @@ class AgreementReport:
     bootstrap: int = 0  # bootstrap replicates (0: no intervals)
     confidence: float = CONFIDENCE
     seed: int = 0
+    queries: int = 0  # the gold queries, over which the bootstrap draws (evaluate/scope.py's query_set)
+    dropped_queries: dict[str, str] = field(default_factory=dict)  # the prediction's other queries, and why
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict; NaN becomes None because JSON has no NaN."""
@@ -82,7 +85,9 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0, *, bootstra
     q_list: list[int] = []
     g_list: list[int] = []
     p_list: list[int] = []
-    queries = sorted(gold)
+    # the queries that count, as every route decides them: the ones people labelled
+    counted = query_set(gold, candidates=[*gold, *pred])
+    queries = sorted(counted.queries)
     for qi, qid in enumerate(queries):
         pdocs = pred.get(qid)
         if not pdocs:
@@ -99,15 +104,18 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0, *, bootstra
     n_gold = qrels_size(gold)
     notes: list[str] = []
     nan = float("nan")
+    found = {"queries": len(queries), "dropped_queries": dict(counted.dropped)}
+    dropped = [counted.note()] if counted.dropped else []  # the last note: which queries did not count
 
     if n == 0:
         notes.append("no pair is labelled in both files; every statistic is undefined")
+        notes += dropped
         return AgreementReport(
             name=name, n=0, n_gold=n_gold, n_pred=qrels_size(pred),
             coverage=0.0 if n_gold else nan, invalid=invalid, accuracy=nan, kappa=nan,
             kappa_binary=nan, weighted_kappa_linear=nan, weighted_kappa_quadratic=nan,
             alpha_ordinal=nan, confusion=[[0] * 4 for _ in LEVELS], per_level_accuracy=[nan] * 4,
-            notes=notes,
+            notes=notes, **found,
         )
 
     cm = confusion_matrix(g, p, LEVELS)
@@ -138,7 +146,7 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0, *, bootstra
         alpha_ordinal=float(alpha_ordinal_from_confusion(cm)),
         confusion=cm.astype(int).tolist(),
         per_level_accuracy=per_level,
-        notes=notes,
+        notes=notes, **found,
     )
     undefined = [k for k in ("kappa", "kappa_binary", "weighted_kappa_linear", "weighted_kappa_quadratic",
                              "alpha_ordinal") if math.isnan(getattr(report, k))]
@@ -151,6 +159,7 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0, *, bootstra
         for key, values in confusion_statistics(replicates).items():
             setattr(report, key + "_ci", percentile_interval(values, confidence))
         report.bootstrap, report.confidence, report.seed = bootstrap, confidence, seed
+    notes += dropped
     return report
 
 

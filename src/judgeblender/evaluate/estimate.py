@@ -208,8 +208,9 @@ def check_seed(llm: Qrels, human: Qrels, human_path: str | Path, llm_path: str |
             raise InputError(
                 human_path, None,
                 "a seed of whole queries (query-level PPI needs every pair of a seed query labelled by people)",
-                f"query {q} has human labels for {len(human[q])} of the {len(llm[q])} pairs {llm_path} labels; "
-                "label the rest, or draw the seed with `pool --sample-queries`")
+                f"query {q} has human labels for {len(human[q])} of the {len(llm[q])} pairs the LLM labels there",
+                hint=f"label the rest of the pairs {llm_path} labels there, or draw the seed with "
+                     "`pool --sample-queries`")
     return seed
 
 
@@ -314,14 +315,40 @@ def seed_design(human_path: str | Path, design_path: str | Path | None = None) -
     return read_design(path), path
 
 
+def scoped_seed(llm: Qrels, human: Qrels, runs: Sequence[Run], scope: str, depth: int, *, llm_name: str,
+                whole_queries: bool = True) -> tuple[Qrels, Qrels, str | None]:
+    """The LLM labels and the seed in `scope` (evaluate/scope.py): as given for 'labels', only the
+    runs' pooled pairs at `depth` for 'pool'; then, for a seed of whole queries, restricted to the
+    pool it was drawn from where the LLM labels cover more (scope.fit_seed): (llm, seed, the note
+    saying so, or None)."""
+    from .scope import by_query, check_scope, fit_seed, pool_of, restrict
+
+    scope = check_scope(scope)
+    pooled = pool_of(runs, depth, set(llm)) if runs else []
+    if scope == "pool":
+        llm, human = restrict(llm, by_query(pooled)), restrict(human, by_query(pooled))
+    if not whole_queries:
+        return llm, human, None
+    return fit_seed(llm, human, pooled, depth, llm_name=llm_name)
+
+
 def estimate_with_seed(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence | None, *,
                        confidence: float, llm_path: str | Path, human_path: str | Path,
                        design_path: str | Path | None = None, pairs: bool = True,
-                       target: str = "collection") -> EstimateResult:
+                       target: str = "collection", scope: str = "labels", depth: int = 10) -> EstimateResult:
     """`estimate` or, for a seed of pairs (a pairs-poisson design), `estimate_pair_design`, with the
     seed's design found as `seed_design` does; `measures` None: nDCG@10 for whole queries, P(rel=2)@10
-    (linear in the labels, so unbiased under the design) for pairs. method["design"] says which."""
+    (linear in the labels, so unbiased under the design) for pairs. method["design"] says which.
+
+    `scope` (evaluate/scope.py): 'labels' takes the LLM labels as given, 'pool' only those of the
+    runs' pooled pairs at `depth` (and the seed's labels of those), so that the LLM-only figures are
+    the llm column of `experiment` in the same scope. A seed drawn from the pool with LLM labels that
+    cover more (a published label file) is restricted to the pool it was drawn from: a fallback,
+    recorded in method["restricted"] and the first note."""
+    runs = list(runs)  # an iterator of runs is read once
     design, path = seed_design(human_path, design_path)
+    llm, human, restricted = scoped_seed(llm, human, runs, scope, depth, llm_name=str(llm_path),
+                                         whole_queries=not isinstance(design, PairDesign))
     if isinstance(design, PairDesign):
         if target != "collection":
             raise JudgeblenderError("a seed of pairs (pairs-poisson design) supports only --target collection")
@@ -331,7 +358,11 @@ def estimate_with_seed(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: 
         result = estimate(llm, human, runs, measures or ["nDCG@10"], confidence=confidence, target=target,
                           llm_path=llm_path, human_path=human_path, design=design, design_path=path, pairs=pairs)
     result.method = {**result.method, "design": str(path) if design is not None
-                     else "none: the seed was checked to be whole queries"}
+                     else "none: the seed was checked to be whole queries",
+                     "scope": scope, "depth": depth if scope == "pool" or restricted else None,
+                     "restricted": restricted}
+    if restricted:
+        result.notes.insert(0, restricted)
     return result
 
 
@@ -350,6 +381,11 @@ def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, 
         raise JudgeblenderError("estimate needs at least one run")
     seed = check_seed(llm, human, human_path, llm_path, design, design_path)
     population = sorted(design.population) if design is not None else sorted(q for q, d in llm.items() if d)
+    from .scope import query_set
+
+    # the collection is the queries the LLM labels (the design's population where there is one)
+    counted = query_set(llm, candidates=population, reference_name=str(llm_path),
+                        outside="not in the seed design's population")
     if len(seed) < 3:
         raise InputError(human_path, None, "human labels for at least 3 queries (a tuned interval needs 3)",
                          f"{len(seed)} quer{'y' if len(seed) == 1 else 'ies'}")
@@ -398,7 +434,11 @@ def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, 
     if n < 10:
         notes.append(f"only {n} seed queries: intervals rest on a normal approximation that is rough this small "
                      "(see docs/estimation.md for the measured coverage)")
-    return EstimateResult(out_runs, out_pairs, method_description(target, confidence, n, big_n, n_pairs), notes)
+    if counted.note():
+        notes.append(counted.note())
+    method = {**method_description(target, confidence, n, big_n, n_pairs), **counted.to_dict(),
+              "queries": big_n}
+    return EstimateResult(out_runs, out_pairs, method, notes)
 
 
 def _ppi_python_rows(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, confidence: float,

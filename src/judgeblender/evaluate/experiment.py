@@ -24,6 +24,7 @@ from ..pairs.runs import Run
 from .estimate import estimate_with_seed, holm
 from .leaderboard import RunSet, evaluate_runs, parse_measures
 from .intervals import CONFIDENCE
+from .scope import DEFAULT_SCOPE
 
 CORRECTIONS = ("holm", "bonferroni", "none")
 # The default of pt.Experiment's `correction=` is none; a table that tests every system against a
@@ -46,9 +47,11 @@ class ExperimentInputs:
     population: list[str]  # the queries every score is a mean over
     human: Qrels | None
     filled: Qrels
-    llm: Qrels  # the LLM labels of the pool's pairs (complete when the whole pool was judged)
+    llm: Qrels  # the LLM labels of the scope's pairs (evaluate/scope.py)
     llm_sources: dict[tuple[str, str], str] = field(default_factory=dict)  # pairs of `filled` the LLM labelled
-    llm_complete: bool = True  # whether `llm` labels every pooled pair (else its column is NaN)
+    llm_complete: bool = True  # whether the LLM was asked about every pair of the scope (else its column is NaN)
+    pool_judged: bool = True  # whether the LLM labelled every pooled pair: what PPI++ with a pool's seed needs
+    scope: str = DEFAULT_SCOPE  # the scope human, llm and filled were built in
 
 
 def adjust(p: np.ndarray, correction: str | None) -> np.ndarray:
@@ -121,7 +124,8 @@ def experiment_table(inputs: ExperimentInputs, measures: Sequence, *, k: int = 1
     top_k = np.array([sum(len(run.top(q, k)) for q in runset.queries) for run in runs], dtype=int)
     unlabelled = top_k - _top_k_counts(runset, k, labelled)
     b = names.index(baseline) if baseline is not None else None
-    estimates = _seed_estimates(inputs, runs, parsed, seed, confidence, baseline) if seed is not None else {}
+    notes: list[str] = []
+    estimates = _seed_estimates(inputs, runs, parsed, seed, confidence, baseline, k, notes) if seed is not None else {}
     rows = []
     for m in parsed:
         name = str(m)
@@ -142,20 +146,24 @@ def experiment_table(inputs: ExperimentInputs, measures: Sequence, *, k: int = 1
             rows.append(row)
     table = pd.DataFrame(rows)
     table.attrs.update({"queries": len(inputs.population), "k": k, "confidence": confidence,
-                        "correction": (correction or "none") if b is not None else None, "baseline": baseline})
+                        "correction": (correction or "none") if b is not None else None, "baseline": baseline,
+                        "scope": inputs.scope, "notes": notes})
     return table
 
 
 def _seed_estimates(inputs: ExperimentInputs, runs: list[Run], measures: list, seed: Seed, confidence: float,
-                    baseline: str | None) -> dict[tuple[str, str], dict]:
-    """{(system, measure): PPI++ columns}: estimate's numbers from the LLM labels of the whole pool and
-    the seed; the differences against the baseline get Holm's correction over the other systems."""
-    if not inputs.llm_complete:
+                    baseline: str | None, k: int, notes: list[str]) -> dict[tuple[str, str], dict]:
+    """{(system, measure): PPI++ columns}: estimate's numbers from the LLM labels of the scope and
+    the seed (restricted to the pool the seed was drawn from where the LLM labels cover more, with a
+    note added to `notes`); the differences against the baseline get Holm's correction over the
+    other systems."""
+    if not inputs.pool_judged:
         raise JudgeblenderError("PPI++ needs LLM labels for every pooled pair: judge the whole pool (or give "
                                 "llm_labels that cover it)")
     result = estimate_with_seed(inputs.llm, seed.qrels, runs, measures, confidence=confidence,
-                                llm_path="the LLM labels of the pool", human_path=seed.path,
-                                design_path=seed.design, pairs=baseline is not None)
+                                llm_path="the LLM labels", human_path=seed.path,
+                                design_path=seed.design, pairs=baseline is not None, scope=inputs.scope, depth=k)
+    notes.extend(n for n in result.notes if n == result.method.get("restricted"))
     out: dict[tuple[str, str], dict] = {}
     for r in result.runs:
         out[(r.run, r.measure)] = {"ppi": r.estimate, "ppi_low": r.ci_low, "ppi_high": r.ci_high}

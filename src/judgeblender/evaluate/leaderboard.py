@@ -25,6 +25,7 @@ from .bootstrap import BootstrapGold, bootstrap_query_counts
 from .fast_measures import RankMatrix, fast_kind, fast_values, fits_int8, supports
 from .intervals import CONFIDENCE
 from .rank_correlation import pairwise_rows, spearman_rows
+from .scope import query_set
 
 DEFAULT_MEASURES = ("nDCG@10", "AP(rel=2)")
 JUDGED_MEASURE = "Judged@10"
@@ -192,6 +193,7 @@ class CorrelationReport:
     gold_scores: list[float]  # mean over queries, one per run, same order as `runs`
     pred_scores: list[float]
     notes: list[str] = field(default_factory=list)
+    dropped_queries: dict[str, str] = field(default_factory=dict)  # gold or prediction queries left out, and why
 
     def to_dict(self, per_run: bool = False) -> dict:
         d = {
@@ -201,6 +203,7 @@ class CorrelationReport:
             "kendall_tau_ci": list(self.kendall_tau_ci), "spearman_rho_ci": list(self.spearman_rho_ci),
             "tau_ap_ci": list(self.tau_ap_ci), "bootstrap": self.bootstrap,
             "confidence": self.confidence, "unjudged_at_10": self.unjudged_at_10, "notes": self.notes,
+            "dropped_queries": self.dropped_queries,
         }
         if per_run:
             d["runs"] = [{"run": r, "gold": g, "pred": p}
@@ -210,11 +213,15 @@ class CorrelationReport:
 
 def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run],
               measures: Sequence[str] = DEFAULT_MEASURES, bootstrap: int = 1000, seed: int = 0,
-              confidence: float = CONFIDENCE) -> list[CorrelationReport]:
+              confidence: float = CONFIDENCE, min_judged: float | None = None) -> list[CorrelationReport]:
     """Compare the leaderboard of `runs` under each prediction with the one under `gold`.
 
     One report per (prediction, measure), predictions outermost. Only the gold qrels'
-    queries are evaluated; `bootstrap=0` skips the intervals (they are then NaN).
+    queries are evaluated; `bootstrap=0` skips the intervals (they are then NaN). With
+    `min_judged`, only those whose gold labels judge at least that share of the runs' top 10
+    (evaluate/scope.py's query_set, as the report decides): a leaderboard under gold labels that
+    leave most of a query's top 10 unlabelled scores holes, not runs. Every report lists the
+    queries left out and why (dropped_queries, and a note).
     """
     runs = list(runs)  # an iterator of runs is read once
     if not runs:
@@ -225,9 +232,15 @@ def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run]
         raise JudgeblenderError(f"confidence must be between 0 and 1, got {confidence}")
     parsed = parse_measures(measures)
     judged = parse_measures([JUDGED_MEASURE])[0]
-    queries = sorted(gold)
-    if not queries:
+    if not any(gold.values()):
         raise JudgeblenderError("the gold qrels contain no query")
+    counted = query_set(gold, candidates=[*gold, *(q for p in predictions.values() for q in p)], runs=runs,
+                        depth=10, min_judged=min_judged)
+    queries = sorted(counted.queries)
+    if not queries:
+        raise JudgeblenderError(f"no gold query counts: {counted.note()}; a lower min_judged keeps them, with the "
+                                "holes scored as not relevant")
+    gold = {q: gold[q] for q in queries}
     runset = RunSet(runs, queries)
     names = [str(m) for m in parsed]
     gold_pq = evaluate_runs(runset, gold, parsed)
@@ -239,12 +252,17 @@ def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run]
         common_notes.append(f"{len(missing_runs)} run(s) retrieve nothing for the gold queries and score 0")
     if len(runs) < 3:
         common_notes.append("fewer than 3 runs: rank correlations say little")
+    if counted.dropped:
+        common_notes.append(counted.note())
 
     # The bootstrap's matrix products are tiny: BLAS threads only wait for each other (and on a
     # busy machine, for the CPU). One thread gives the same numbers, several times faster.
     with _one_blas_thread():
-        return _reports(gold, predictions, runs, runset, parsed, judged, names, queries, gold_pq, counts,
-                        common_notes, bootstrap, confidence)
+        reports = _reports(gold, predictions, runs, runset, parsed, judged, names, queries, gold_pq, counts,
+                           common_notes, bootstrap, confidence)
+    for report in reports:
+        report.dropped_queries = dict(counted.dropped)
+    return reports
 
 
 def _one_blas_thread():

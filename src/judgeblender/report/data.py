@@ -16,13 +16,17 @@ from ..evaluate.leaderboard import (
 from ..evaluate.seed_overlap import AGREEMENT, ESTIMATION, seed_overlap
 from ..pairs.qrels import qrels_size, read_qrels
 from ..pairs.runs import read_runs_dir
+from ..evaluate.scope import (
+    DEFAULT_DEPTH, DEFAULT_MIN_JUDGED, DEFAULT_SCOPE, QuerySet, by_query, check_scope, describe_scope, pool_of,
+    query_set, restrict,
+)
 from .costs import StoreSummary, read_store_summary
 from .families import derive_families
 from .methods import MethodTable, method_table
 
 LEADERBOARD_MEASURES = ("nDCG@10", "AP(rel=2)", "R@10")
 JUDGED = "Judged@10"
-DEPTH = 10  # a query is fully judged when every run's top DEPTH is labelled: the leaderboard measures' cutoff
+DEPTH = 10  # a query's human labels are judged on every run's top DEPTH: the leaderboard measures' cutoff
 
 COMPLETE, JUDGED_QUERIES, PPI, NO_BASIS = "complete", "judged", "ppi", "none"
 
@@ -31,11 +35,11 @@ COMPLETE, JUDGED_QUERIES, PPI, NO_BASIS = "complete", "judged", "ppi", "none"
 class HumanBasis:
     """What the human side of the leaderboards, their correlations and the family bias is computed on.
 
-    complete: every query the human labels cover is fully judged (every document in every run's
-    top 10 labelled), so they are scored on all of them; ppi: fewer queries are fully judged than
-    the --seed-qrels seed has, whose PPI++ estimates of the human scores on every query are used
-    instead; judged: only some are, and only those count; none: no query qualifies and there is
-    no seed.
+    complete: every query the human labels cover is judged enough (they label at least
+    --min-judged of every run's top 10 there: evaluate/scope.py's query_set, as `correlate` decides),
+    so they are scored on all of them; ppi: fewer queries are judged enough than the --seed-qrels
+    seed has, whose PPI++ estimates of the human scores on every query are used instead; judged:
+    only some are, and only those count; none: no query qualifies and there is no seed.
     """
 
     kind: str
@@ -43,6 +47,7 @@ class HumanBasis:
     gold_queries: int
     statement: str  # "Computed on ...", shown in each section it governs
     short: str  # the same in a few words, for the report's header
+    dropped: dict[str, str] = field(default_factory=dict)  # qid -> why it is not among `queries`
 
 
 @dataclass
@@ -60,6 +65,8 @@ class ReportInputs:
     design: Path | None = None  # the seed's design file [default: SEED.design.json when it exists]
     confidence: float = CONFIDENCE  # of the bootstrap intervals and of the seed's PPI++ intervals
     calibration_seed: Path | None = None  # the seed the panel was calibrated on: overlaps are warned about
+    scope: str = DEFAULT_SCOPE  # the pairs every label file is read on (evaluate/scope.py)
+    depth: int = DEFAULT_DEPTH  # the pool's depth, for scope pool and for a seed drawn from the pool
 
 
 @dataclass
@@ -82,6 +89,7 @@ class ReportData:
     # with a seed: prediction -> its PPI++ estimate (or the reason there is none, a str)
     estimates: dict[str, EstimateResult | str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # `warning:` lines for stderr (seed overlaps)
+    scope_notes: list[str] = field(default_factory=list)  # `note:` lines for stderr: scope, restriction, queries
 
 
 def _names(paths: list[Path]) -> list[str]:
@@ -99,6 +107,7 @@ def collect(inputs: ReportInputs) -> ReportData:
         raise JudgeblenderError("the report needs at least one --pred qrels")
     if inputs.design is not None and inputs.seed_qrels is None:
         raise JudgeblenderError("--design describes a --seed-qrels file: give both")
+    check_scope(inputs.scope, "--scope")
     gold = read_qrels(inputs.gold, allowed=LEVELS)
     preds = {name: read_qrels(p, allowed=LEVELS) for name, p in zip(_names(inputs.preds), inputs.preds)}
     if "human" in preds:
@@ -107,6 +116,17 @@ def collect(inputs: ReportInputs) -> ReportData:
     run_names = [r.name for r in runs]
 
     notes: list[str] = []
+    scoped: list[str] = []  # the scope, what was read on it, and the queries that do not count
+    if inputs.scope == "pool":  # every file on the runs' pooled pairs: the scope's pairs (evaluate/scope.py)
+        pooled = by_query(pool_of(runs, inputs.depth))
+        gold, preds = restrict(gold, pooled), {name: restrict(p, pooled) for name, p in preds.items()}
+        scoped.append(f"{describe_scope('pool', inputs.depth)}: every label file is read on those "
+                     f"{sum(map(len, pooled.values())):,} pairs only")
+    # which pair-level queries count: the gold's (a prediction's other queries have no human label)
+    agreed_candidates = [*gold, *(q for p in preds.values() for q in p)]
+    agreed = query_set(gold, candidates=agreed_candidates)
+    if agreed.note():
+        scoped.append(f"agreement: {agreed.note()}")
     if inputs.groups:
         groups = read_groups(inputs.groups)
         unknown = sorted(set(groups) - set(run_names))
@@ -123,7 +143,12 @@ def collect(inputs: ReportInputs) -> ReportData:
 
     agreements = [agreement(gold, pred, name=name) for name, pred in preds.items()]
     estimates = seed_estimates(inputs, preds, runs) if inputs.seed_qrels else {}
-    basis = human_basis(gold, runs, estimates)
+    restricted = sorted({r.method["restricted"] for r in estimates.values()
+                         if not isinstance(r, str) and r.method.get("restricted")})
+    scoped += restricted  # one line each: a label file read on the pool the seed was drawn from
+    basis = human_basis(gold, runs, estimates, inputs.min_judged, candidates=agreed_candidates)
+    if basis.dropped:
+        scoped.append(f"human leaderboards: {QuerySet(basis.queries, basis.dropped).note()}")
     if basis.kind == PPI:
         correlations = ppi_correlations(estimates)
     elif basis.kind == NO_BASIS:
@@ -136,7 +161,7 @@ def collect(inputs: ReportInputs) -> ReportData:
     judged = {name: evaluate_runs(runset, q, judged_measure)[JUDGED].mean(axis=1).tolist()
               for name, q in {"human": gold, **preds}.items()}
     warnings = overlap_warnings(inputs, gold) if inputs.calibration_seed else []
-    notes += [w.removeprefix("warning: ") for w in warnings]
+    notes += scoped + [w.removeprefix("warning: ") for w in warnings]
     return ReportData(
         inputs=inputs, gold_pairs=qrels_size(gold), gold_queries=len(gold),
         pred_pairs={name: qrels_size(q) for name, q in preds.items()}, runs=run_names, groups=groups,
@@ -144,42 +169,58 @@ def collect(inputs: ReportInputs) -> ReportData:
         biases=[(r, report_bias(r, groups)) for r in correlations],
         methods={name: method_table(runs, q) for name, q in preds.items()},
         store=read_store_summary(inputs.store) if inputs.store else None, notes=notes,
-        estimates=estimates, warnings=warnings,
+        estimates=estimates, warnings=warnings, scope_notes=scoped,
     )
 
 
-def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | str]) -> HumanBasis:
-    """Where the human-side figures mean something: the fully judged queries, else the seed's PPI++
-    estimates, else nowhere (see HumanBasis)."""
+def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | str],
+                min_judged: float = DEFAULT_MIN_JUDGED, candidates: list[str] | None = None) -> HumanBasis:
+    """Where the human-side figures mean something: the queries whose human labels judge at least
+    `min_judged` of the runs' top 10 (evaluate/scope.py's query_set, as `correlate` chooses them),
+    else the seed's PPI++ estimates, else nowhere (see HumanBasis)."""
     queries = sorted(q for q, docs in gold.items() if docs)
-    judged = sorted(fully_judged_queries(runs, gold, DEPTH))
+    counted = query_set(gold, candidates=candidates, runs=runs, depth=DEPTH, min_judged=min_judged)
+    judged = sorted(counted.queries)
+    dropped = counted.dropped
+    fully = set(fully_judged_queries(runs, gold, DEPTH))
+    every = all(q in fully for q in judged)
     n = len(queries)
     fitted = [r for r in estimates.values() if not isinstance(r, str)]
+    enough = f"with at least {min_judged:.0%} of the runs' top {DEPTH} labelled"
     few = f"only {len(judged)} of the {n}" if judged else f"none of the {n}"
     if len(judged) == n:
-        return HumanBasis(COMPLETE, judged, n, f"Computed on all {n} queries the human labels cover, each fully "
-                          f"judged (every document in every run's top {DEPTH} labelled).",
-                          f"on all {n} queries, each fully judged.")
+        if every:
+            return HumanBasis(COMPLETE, judged, n, f"Computed on all {n} queries the human labels cover, each fully "
+                              f"judged (every document in every run's top {DEPTH} labelled).",
+                              f"on all {n} queries, each fully judged.", dropped)
+        holes = [q for q in judged if q not in fully]
+        return HumanBasis(COMPLETE, judged, n, f"Computed on all {n} queries the human labels cover, each {enough}; "
+                          f"on {len(holes)} of them ({', '.join(holes[:5])}{' ...' if len(holes) > 5 else ''}) a "
+                          f"run's top {DEPTH} has an unlabelled document, scored as not relevant.",
+                          f"on all {n} queries, each {enough}.", dropped)
     if fitted and len(judged) < fitted[0].method["seed_queries"]:
         m = fitted[0].method
         seed = (f"{m['seed_pairs']} seed pairs over {m['seed_queries']} queries" if "seed_pairs" in m
                 else f"{m['seed_queries']} seed queries")
         return HumanBasis(PPI, [], n, f"Computed from the PPI++ estimates of the human scores (--seed-qrels: {seed} "
                           f"of {m['queries']}; LLM labels on every query), since {few} queries the human labels "
-                          f"cover are fully judged (every document in every run's top {DEPTH} labelled).",
-                          "PPI++ estimates from the --seed-qrels seed (too few fully judged queries).")
+                          f"cover have at least {min_judged:.0%} of the runs' top {DEPTH} labelled.",
+                          "PPI++ estimates from the --seed-qrels seed (too few judged queries).", dropped)
     if judged:
-        return HumanBasis(JUDGED_QUERIES, judged, n, f"Computed on {len(judged)} fully judged queries of {n} (every "
-                          f"document in every run's top {DEPTH} labelled); "
+        kind = (f"{len(judged)} fully judged queries of {n} (every document in every run's top {DEPTH} labelled)"
+                if every else f"{len(judged)} queries of {n}, each {enough}")
+        return HumanBasis(JUDGED_QUERIES, judged, n, f"Computed on {kind}; "
                           + ("the other query has" if n - len(judged) == 1 else f"the other {n - len(judged)} have")
-                          + " unlabelled documents there, which a leaderboard would score as irrelevant.",
-                          f"on the {len(judged)} fully judged queries of {n}.")
-    return HumanBasis(NO_BASIS, [], n, f"Not computed: none of the {n} queries the human labels cover is fully "
-                      f"judged (every document in every run's top {DEPTH} labelled), so a human leaderboard would "
-                      "score unlabelled documents as irrelevant and every difference from it would be an artefact "
-                      "of the holes. Give --seed-qrels (a seed of whole queries drawn at random: pool "
-                      "--sample-queries, then label it) for PPI++ estimates of the human leaderboard.",
-                      "not computed: no query is fully judged (see below).")
+                          + " fewer labels there, and a leaderboard would score the unlabelled documents as "
+                            "irrelevant.",
+                          f"on the {len(judged)} {'fully judged' if every else 'judged'} queries of {n}.", dropped)
+    return HumanBasis(NO_BASIS, [], n, f"Not computed: none of the {n} queries the human labels cover has at least "
+                      f"{min_judged:.0%} of the runs' top {DEPTH} labelled, "
+                      "so a human leaderboard would score unlabelled documents as irrelevant and every difference "
+                      "from it would be an artefact of the holes. Give --seed-qrels (a seed of whole queries drawn "
+                      "at random: pool --sample-queries, then label it) for PPI++ estimates of the human "
+                      "leaderboard.",
+                      "not computed: no query is judged enough (see below).", dropped)
 
 
 def ppi_correlations(estimates: dict[str, EstimateResult | str]) -> list[CorrelationReport]:
@@ -217,7 +258,8 @@ def seed_estimates(inputs: ReportInputs, preds: dict[str, dict], runs: list) -> 
         path = next(p for p in inputs.preds if p.stem == name)
         try:
             out[name] = estimate_with_seed(pred, seed, runs, None, confidence=inputs.confidence, llm_path=path,
-                                           human_path=inputs.seed_qrels, design_path=inputs.design)
+                                           human_path=inputs.seed_qrels, design_path=inputs.design,
+                                           scope=inputs.scope, depth=inputs.depth)
         except InputError as exc:
             errors.append(exc)
             out[name] = str(exc)

@@ -11,6 +11,7 @@ from ..evaluate.intervals import difference_range, measure_range
 from ..evaluate.svgplot import grid_svg
 from .data import NO_BASIS, PPI, ReportData
 from .heatmap import confusion_svg
+from ..evaluate.scope import describe_scope
 from .html import bar, basis, ci, notes, num, page, table
 
 SCATTER_MEASURES = ("nDCG@10", "AP(rel=2)")
@@ -49,7 +50,8 @@ def _header(d: ReportData) -> str:
     return (f"<h1>{escape(i.title)}</h1>"
             f'<p class="lead">Human labels <code>{escape(str(i.gold))}</code>: {d.gold_pairs:,} pairs on '
             f"{d.gold_queries} queries. LLM labels: {preds}. Runs: {len(d.runs)} from "
-            f"<code>{escape(str(i.runs_dir))}</code>. Human leaderboards: {escape(d.basis.short)} "
+            f"<code>{escape(str(i.runs_dir))}</code>. The label files are read on the "
+            f"{escape(describe_scope(i.scope, i.depth))}. Human leaderboards: {escape(d.basis.short)} "
             f"Made by judgeblender {escape(__version__)}.</p>"
             + notes(d.notes) + f"<nav><ol>{toc}</ol></nav>")
 
