@@ -309,7 +309,9 @@ def test_an_iterator_read_before_the_call_is_named_as_the_likely_cause(dl19):
 def test_one_shot_inputs_that_share_no_pair_still_give_nan_with_a_note():
     report = jb.agreement(iter([("q1", "d1", 2), ("q1", "d2", 0)]), (r for r in [("q9", "d1", 2)]), bootstrap=0)
     assert (report.n, report.n_gold, report.n_pred) == (0, 2, 1) and math.isnan(report.kappa)
-    assert report.notes == ["no pair is labelled in both files; every statistic is undefined"]
+    assert "no pair is labelled in both files; every statistic is undefined" in report.notes
+    # the one query set (evaluate/scope.py) also says which query it dropped and why
+    assert any("q9 (no label in the human labels)" in note for note in report.notes)
 
 
 def test_a_one_shot_prediction_whose_every_label_is_invalid_is_counted_not_refused():
