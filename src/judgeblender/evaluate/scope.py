@@ -153,8 +153,7 @@ def query_set(reference: Qrels, *, candidates: Iterable[str] | None = None, runs
         if min_judged is not None and runs:
             share = judged_share(reference, runs, q, depth)
             if share is not None and share < min_judged:
-                dropped[q] = (f"{reference_name} label {share:.0%} of the runs' top {depth} there, under "
-                              f"min_judged {min_judged:.0%}")
+                dropped[q] = f"{reference_name} label less than {min_judged:.0%} of the runs' top {depth} there"
                 continue
         kept.append(q)
     if candidates is not None:
