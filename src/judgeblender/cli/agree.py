@@ -14,7 +14,6 @@ from rich.text import Text
 from ..errors import shown
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
 from ..evaluate.intervals import CONFIDENCE
-from ..evaluate.scope import dropped_note
 from ..pairs.qrels import read_prediction, read_qrels
 from .console import console
 
@@ -130,9 +129,8 @@ def register(app: typer.Typer) -> None:
         if bootstrap:
             console.print(interval_table(reports, len(gold_qrels)))
         for r in reports:
-            for note in [*r.notes, dropped_note(r.queries, r.dropped_queries)]:
-                if note:
-                    console.print(f"note ({r.name}): {note}", markup=False)
+            for note in r.notes:
+                console.print(f"note ({r.name}): {note}", markup=False)
         if show_confusion:
             for r in reports:
                 console.print(confusion_table(r))

@@ -104,11 +104,12 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0, *, bootstra
     n_gold = qrels_size(gold)
     notes: list[str] = []
     nan = float("nan")
-    # which queries did not count is said by dropped_queries (agree prints it), not in the notes
     found = {"queries": len(queries), "dropped_queries": dict(counted.dropped)}
+    dropped = [counted.note()] if counted.dropped else []  # the last note: which queries did not count
 
     if n == 0:
         notes.append("no pair is labelled in both files; every statistic is undefined")
+        notes += dropped
         return AgreementReport(
             name=name, n=0, n_gold=n_gold, n_pred=qrels_size(pred),
             coverage=0.0 if n_gold else nan, invalid=invalid, accuracy=nan, kappa=nan,
@@ -158,6 +159,7 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0, *, bootstra
         for key, values in confusion_statistics(replicates).items():
             setattr(report, key + "_ci", percentile_interval(values, confidence))
         report.bootstrap, report.confidence, report.seed = bootstrap, confidence, seed
+    notes += dropped
     return report
 
 
