@@ -3,10 +3,12 @@
 `experiment` is `jb.experiment`, one call from systems and topics to a table: the systems (run
 files, DataFrames, dicts or PyTerrier transformers) are pooled to depth k (pairs/pool.py), the
 pooled pairs people did not label are judged by a jury (api.judge, through the call store) or
-taken from existing LLM labels, the human labels are filled with them (label/merge.py: a human
-label always wins), and evaluate/experiment.py scores every system under the human, filled and
-LLM labels. `fill` is the first half alone, which judgeblender.pyterrier.fill_qrels shapes as
-PyTerrier's qrels. PyTerrier is imported only to run a transformer.
+taken from existing LLM labels, evaluate/scope.py builds the human, filled and LLM label sets of
+the chosen scope ('labels': every labelled pair; 'pool': the pooled pairs) on the topics that count
+(those people labelled), and evaluate/experiment.py scores every system under them. `fill` is the
+first half alone, which judgeblender.pyterrier.fill_qrels shapes as PyTerrier's qrels: the same
+label sets, so pt.Experiment on them gives the experiment's filled column. PyTerrier is imported
+only to run a transformer.
 """
 
 from __future__ import annotations

@@ -101,18 +101,25 @@ class QuerySet:
 
     def note(self, shown: int = 5) -> str | None:
         """One line naming the dropped queries by reason (the first `shown` of each), or None."""
-        if not self.dropped:
-            return None
-        parts = []
-        for why, qids in self.reasons().items():
-            more = f" and {len(qids) - shown} more" if len(qids) > shown else ""
-            parts.append(f"{', '.join(qids[:shown])}{more} ({why})")
-        n = len(self.dropped)
-        return (f"{len(self.queries)} queries count; {n} quer{'y does' if n == 1 else 'ies do'} not: "
-                + "; ".join(parts))
+        return dropped_note(len(self.queries), self.dropped, shown)
 
     def to_dict(self) -> dict:
         return {"queries": len(self.queries), "dropped_queries": dict(self.dropped)}
+
+
+def dropped_note(counted: int, dropped: Mapping[str, str], shown: int = 5) -> str | None:
+    """'N queries count; M do not: q1, q2 (why); q3 (why)', or None when none was dropped: the line
+    every route prints for `dropped_queries`."""
+    if not dropped:
+        return None
+    reasons: dict[str, list[str]] = {}
+    for q, why in dropped.items():
+        reasons.setdefault(why, []).append(q)
+    parts = [f"{', '.join(qids[:shown])}{f' and {len(qids) - shown} more' if len(qids) > shown else ''} ({why})"
+             for why, qids in reasons.items()]
+    n = len(dropped)
+    return (f"{counted} quer{'y counts' if counted == 1 else 'ies count'}; {n} quer{'y does' if n == 1 else 'ies do'} "
+            "not: " + "; ".join(parts))
 
 
 def judged_share(labels: Qrels, runs: Sequence, qid: str, depth: int) -> float | None:
@@ -146,8 +153,7 @@ def query_set(reference: Qrels, *, candidates: Iterable[str] | None = None, runs
         if min_judged is not None and runs:
             share = judged_share(reference, runs, q, depth)
             if share is not None and share < min_judged:
-                dropped[q] = (f"{reference_name} label {share:.0%} of the runs' top {depth} there, under "
-                              f"min_judged {min_judged:.0%}")
+                dropped[q] = f"{reference_name} label less than {min_judged:.0%} of the runs' top {depth} there"
                 continue
         kept.append(q)
     if candidates is not None:
