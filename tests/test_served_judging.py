@@ -18,8 +18,8 @@ def data(tiny):
     return read_queries(tiny / "queries.tsv"), read_corpus(tiny / "corpus.jsonl")
 
 
-def judge_for(server, mode="generate", **kw):
-    opts = {"base_url": server.base_url, "timeout_s": 2.0, "backoff_base_s": 0.01, "concurrency": 4}
+def judge_for(server, mode="generate", concurrency=4, **kw):
+    opts = {"base_url": server.base_url, "timeout_s": 2.0, "backoff_base_s": 0.01, "concurrency": concurrency}
     return Judge(JudgeSpec(model="openai:test-model", mode=mode, options=opts, **kw))
 
 
@@ -38,8 +38,11 @@ def test_server_without_logprobs_needs_the_fallback_flag(data):
     with OpenAITestServer(ANSWERS, script=["no_logprobs"] * 20) as server:
         with pytest.raises(JudgeblenderError, match="--allow-fallback"):
             judge_pairs([judge_for(server, mode="logprobs")], PAIRS, *data)
+    # one call at a time, so the first pair's call is the one the server answers without
+    # logprobs (with four at once, any of them may be; the server's stand-in token for the
+    # others, the whole answer "##final score: 3", is read as label 3 as generate mode reads it)
     with OpenAITestServer(ANSWERS, script=["no_logprobs"]) as server:
-        judge = judge_for(server, mode="logprobs", allow_fallback=True)
+        judge = judge_for(server, mode="logprobs", allow_fallback=True, concurrency=1)
         run = judge_pairs([judge], PAIRS, *data)
     j = run.judgments[judge.id][PAIRS[0]]
     assert j.label == 3 and j.fallback.startswith("logprobs -> generate")
