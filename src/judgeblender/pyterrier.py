@@ -20,7 +20,6 @@ from typing import Any
 
 from . import arguments, convert
 from .errors import JudgeblenderError, require
-from .holes import fill, given_labels, pooling, system_runs, topic_texts
 
 pt = require("pyterrier", "pyterrier", "judgeblender.pyterrier")
 
@@ -106,12 +105,10 @@ def fill_qrels(systems: Any, topics: Any, *, qrels: Any, corpus: Any = None, jud
     documents in the systems' top k that the human labels lack are judged by `judges` (through
     `store`) or taken from `llm_labels` (label files or frames). provenance is "human" or the judge.
     Pairs left without a valid label are left out, counted in a note (logged, and in the frame's
-    attrs["notes"]). `pt.Experiment(systems, topics, filled, eval_metrics=[...])` runs on it."""
-    k = pooling(k, blend)  # before a transformer runs
-    human, given, source = given_labels(qrels, judges, llm_labels, human_needed=True)  # each read once, first
-    queries = topic_texts(topics)
-    runs = system_runs(systems, queries, names)
-    filled = fill(runs, queries, qrels=human, corpus=corpus, judges=judges, llm_labels=given, llm_source=source,
-                  prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k)
-    return filled.frame(docid="docno")
+    attrs["notes"]). `pt.Experiment(systems, topics, filled, eval_metrics=[...])` runs on it.
+    It is `jb.fill` (workflow.py), which needs no PyTerrier, under PyTerrier's name for it."""
+    from .workflow import fill
+
+    return fill(systems, topics, qrels=qrels, corpus=corpus, judges=judges, llm_labels=llm_labels, prompt=prompt,
+                mode=mode, store=store, k=k, blend=blend, names=names, options=options)
 
