@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -305,3 +306,28 @@ def test_bad_arguments_are_named_as_python_names_them_before_any_work(work):
     assert not list(work.glob("s.*")) and not (work / "d.json").exists() and not (work / "r.html").exists()
     with pytest.raises(TypeError, match="unexpected keyword argument 'sed'"):
         jb.experiment(RUN_FILES, topics, llm_labels="j1.qrels", perquery=True, sed=1)
+
+
+# -- the README's first lines -------------------------------------------------------------------
+
+def test_the_readmes_first_40_lines_serve_a_newcomer_and_their_example_runs(work):
+    """One sentence, the two set-up commands, installing into an existing environment, the Python
+    example and the labels-you-already-have path, in the first 40 lines; build internals live in
+    docs/setup.md. The labels-you-already-have example runs on the slice's files under its names."""
+    head = "\n".join((ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:40])
+    for needed in ("make demo", "make test", 'pip install -e ".[', "jb.judge(", "Labels you already have",
+                   "jb.experiment("):
+        assert needed in head, needed
+    for internal in ("AVX", "AMX", "CPU-s", "sources"):
+        assert internal not in head, internal
+    setup = (ROOT / "docs" / "setup.md").read_text(encoding="utf-8")
+    assert "AMX" in setup and "2 min 51 s" in setup
+    block = next(b for b in re.findall(r"```python\n(.*?)```", head, flags=re.S) if "jb.experiment(" in b)
+    shutil.copy(SLICE / "runs" / "bm25base_p.run", work / "bm25.run")
+    shutil.copy(SLICE / "runs" / "idst_bert_p1.run", work / "bert.run")
+    shutil.copy(SLICE / "j1.qrels", work / "llm.qrels")
+    namespace = {"jb": jb}
+    exec(compile(block, "README.md", "exec"), namespace)
+    table = namespace["table"]
+    assert list(table.system) == ["bm25", "bert"] and table.attrs["filled"] > 0
+    assert (table.filled >= table.human).all()  # holes scored 0 before, filled after
