@@ -259,8 +259,7 @@ def _seed(seed: Any, design: Any, argument: str) -> tuple[Any, str | Path]:
     """The seed's labels read, and the name its design is found by: a seed file finds its design
     beside it (SEED.design.json), as the commands do; labels given otherwise need `design`."""
     if design is not None and not isinstance(design, (str, Path)):
-        raise ArgumentError("design", "the seed's design file (a path: what jb.sample_seed(out=...) or pool "
-                            "--sample-queries writes)", design)
+        raise ArgumentError("design", "the seed's design file (a path: what jb.sample_seed(out=...) writes)", design)
     if not isinstance(seed, (str, Path)) and design is None:
         raise ArgumentError("design", "the seed's design file when the seed is not a file (its design is found "
                             "beside a seed file)", described="none")

@@ -236,9 +236,11 @@ def draw_seed(holes: Sequence, depth: int, *, queries: int | None = None, pairs:
     from ..errors import ArgumentError
     from .pool import _qid_key
 
-    if (queries is None) == (pairs is None):
-        raise ArgumentError(f"{names['queries']} or {names['pairs']}", "one of them (whole queries, or pairs with "
-                            "known probabilities)", described="both" if queries is not None else "neither")
+    if queries is None and pairs is None:
+        raise ArgumentError(names["queries"], f"a number of whole queries to draw (or {names['pairs']}, pairs with "
+                            "known probabilities)", described="none")
+    if queries is not None and pairs is not None:
+        raise ArgumentError(names["pairs"], f"none with {names['queries']} (whole queries or pairs: one design)", pairs)
     if queries is not None:
         population = sorted({p.qid for p in holes}, key=_qid_key)
         if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= len(population):
