@@ -228,6 +228,10 @@ def test_jb_write_report_writes_the_page_the_command_writes(work):
                                                                                   "<code>systems</code>")
     assert named != page
     assert path.read_text() == named
+    # files named by their stems, as --pred names them
+    again = jb.write_report("human.qrels", ["j1.qrels", "j2.qrels"], RUN_FILES, "again.html", seed_qrels="seed.qrels",
+                            bootstrap=200)
+    assert again.read_text() == page.replace("<code>runs</code>", "<code>systems</code>")
 
 
 # -- per-query rows ---------------------------------------------------------------------------

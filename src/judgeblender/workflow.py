@@ -275,7 +275,8 @@ def estimate(systems: Any, topics: Any = None, *, llm_labels: Any, seed: Any, de
     ci_high, se, lam, llm_only, human_only (and its interval), n_seed, n_queries, confidence,
     target, normal_ok (Cochran's rule on the seed). `llm_labels`: a label for every pooled pair of
     every query; `seed`: human labels of the seed, a file (its design found beside it) or labels
-    with `design=` (the design file `jb.sample_seed(out=...)` wrote). `measures`: None for nDCG@10
+    with `design=` (the design file `jb.sample_seed(out=...)` wrote). `topics` runs a PyTerrier
+    transformer among the systems. `measures`: None for nDCG@10
     (P(rel=2)@10 for a seed of pairs). `attrs` hold the method (what is estimated, how, the
     assumptions), the notes, and with `differences` every pair of systems' difference, Holm's
     p-value and whether it is significant, as `estimate --json` prints them (pd.DataFrame(
@@ -312,8 +313,9 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
     """Write the trust report (one self-contained HTML page: agreement, confusion matrices,
     leaderboards and their correlation, bias by system family, holes, cost) to `out`, as
     `judgeblender report` does, and return its path. `gold`: the human labels; `predictions`:
-    labels, or {name: labels} (any shape; not named "human"); `systems`: what `jb.experiment`
-    takes. `groups`: a `run<TAB>group` file or {system: family}; `store`: a call store file
+    labels, {name: labels} (any shape; not named "human"), or a list of label files, each named by
+    its stem as `--pred` names them; `systems`: what `jb.experiment` takes (`topics` runs a
+    PyTerrier transformer). `groups`: a `run<TAB>group` file or {system: family}; `store`: a call store file
     (invalid-output rates, tokens, time); `bootstrap`, `seed`: the bootstrap's samples and seed;
     `seed_qrels` (and `design`, found beside a seed file): a human seed, for the PPI++
     leaderboards; `calibration_seed`: the file of the seed the panel was calibrated on (overlaps
@@ -337,6 +339,11 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
     if design is not None and seed_qrels is None:
         raise ArgumentError("design", "None unless seed_qrels= is given (it is the seed's design)", design)
     arguments.non_empty("predictions", predictions, "one set of labels")
+    if isinstance(predictions, (list, tuple)) and all(isinstance(p, (str, Path)) for p in predictions):
+        stems = [Path(p).stem for p in predictions]
+        if len(set(stems)) != len(stems):
+            raise ArgumentError("predictions", "label files with distinct stems (each names its labels)", predictions)
+        predictions = dict(zip(stems, predictions))
     gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, argument="gold")
     preds, sources = {}, {}
     for name, argument, labels in _named_labels(predictions):
