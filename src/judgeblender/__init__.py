@@ -2,8 +2,11 @@
 
 The notebook API (api.py) is exported here: `judge`, then `Judged.labels` / `.blend()`,
 `blend_labels`, `calibrate`, `agreement`, `correlate`, `panel`, `Jury`; labels go in as
-DataFrames, qrels dicts, ir_measures Qrel tuples or files (convert.py). No exported name equals a
-sub-package's or module's name: importing `judgeblender.blend` would replace a function `blend`.
+DataFrames, qrels dicts, ir_measures Qrel tuples or files (convert.py). The evaluation path
+(workflow.py) too: `pool`, `find_holes`, `sample_seed`, `fill`, `experiment`, `estimate`,
+`write_report`, taking run files, frames, dicts or PyTerrier transformers. No exported name
+equals a sub-package's or module's name: importing `judgeblender.report` would replace a
+function `report` (tests/test_exports.py imports every module and checks).
 
 The flow reads off the sub-packages: pairs -> judges (backends, prompts) -> parse -> store
 -> blend -> evaluate. Under them, ground-floor modules that import nothing of the project but
@@ -25,8 +28,9 @@ _EXPORTS = {
     "judge": "api", "Judged": "api", "panel": "api", "ballots": "api", "blend_labels": "api",
     "calibrate": "api", "Calibrated": "api", "agreement": "api", "correlate": "api", "labels_frame": "api",
     "qrels": "api",
-    # one call from systems to a table, holes in the human labels filled (holes.py)
-    "experiment": "holes",
+    # the evaluation path from systems to a table and a report, holes in the human labels filled
+    "experiment": "workflow", "pool": "workflow", "find_holes": "workflow", "sample_seed": "workflow",
+    "fill": "workflow", "estimate": "workflow", "write_report": "workflow",
     "AgreementReport": "evaluate", "BallotTable": "blend", "Blender": "blend", "Panel": "panels.panel",
     "Jury": "jury", "JudgeblenderError": "errors",
     "CallRequest": "calls", "CallResult": "calls", "Message": "calls",
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
     from .api import (Calibrated, Judged, agreement, ballots, blend_labels, calibrate, correlate, judge,
                       labels_frame, panel, qrels)
     from .blend import BallotTable, Blender
-    from .holes import experiment
+    from .workflow import estimate, experiment, fill, find_holes, pool, sample_seed, write_report
     from .evaluate import AgreementReport
     from .panels.panel import Panel
     from .jury import Jury

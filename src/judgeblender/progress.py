@@ -4,7 +4,8 @@ It lives in the library, not the CLI, because `judgeblender judge` and the noteb
 `jb.judge` show the same bar: a long judging run is never silent. It sits beside the judging
 engine, not inside judges/: the CLI's consoles import it, and `prompts list` must not pay for
 the engine. rich renders it in a
-terminal and, through its Jupyter support, in a notebook cell; `default_enabled` says where a
+terminal; in a notebook kernel an ipywidgets bar takes its place (progress_widget.py);
+`default_enabled` says where a
 bar is wanted when the caller did not choose (a terminal or a notebook, not a log file).
 """
 
@@ -49,6 +50,16 @@ def default_enabled(console: Console | None = None) -> bool:
 
 
 class RichReporter:
+    def __new__(cls, enabled: bool = True, console: Console | None = None):
+        # The one place the display is chosen: in a notebook kernel a widget (progress_widget.py)
+        if cls is RichReporter and enabled and console is None:
+            from .progress_widget import widget_reporter
+
+            widget = widget_reporter()
+            if widget is not None:
+                return widget
+        return super().__new__(cls)
+
     def __init__(self, enabled: bool = True, console: Console | None = None):
         self.enabled = enabled
         self.progress = Progress(

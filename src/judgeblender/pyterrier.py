@@ -20,8 +20,7 @@ from typing import Any
 
 from . import arguments, convert
 from .errors import JudgeblenderError, require
-from .evaluate.scope import DEFAULT_SCOPE, check_scope
-from .holes import fill, given_labels, pooling, system_runs, topic_texts
+from .evaluate.scope import DEFAULT_SCOPE
 
 pt = require("pyterrier", "pyterrier", "judgeblender.pyterrier")
 
@@ -112,13 +111,10 @@ def fill_qrels(systems: Any, topics: Any, *, qrels: Any, corpus: Any = None, jud
     Pairs left without a valid label are left out, counted in a note (logged, and in the frame's
     attrs["notes"]); attrs also say the scope and which topics did not count (no human label).
     `pt.Experiment(systems, topics, filled, eval_metrics=[...])` runs on it and gives the filled
-    column of jb.experiment with the same systems, topics and scope."""
-    k = pooling(k, blend)  # before a transformer runs
-    scope = check_scope(scope)
-    human, given, source = given_labels(qrels, judges, llm_labels, human_needed=True)  # each read once, first
-    queries = topic_texts(topics)
-    runs = system_runs(systems, queries, names)
-    filled = fill(runs, queries, qrels=human, corpus=corpus, judges=judges, llm_labels=given, llm_source=source,
-                  prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k, scope=scope)
-    return filled.frame(docid="docno")
+    column of jb.experiment with the same systems, topics and scope. It is `jb.fill`
+    (workflow.py), which needs no PyTerrier, under PyTerrier's name for it."""
+    from .workflow import fill
+
+    return fill(systems, topics, qrels=qrels, corpus=corpus, judges=judges, llm_labels=llm_labels, prompt=prompt,
+                mode=mode, store=store, k=k, blend=blend, names=names, options=options, scope=scope)
 

@@ -14,10 +14,10 @@ from rich.text import Text
 from ..errors import JudgeblenderError
 from ..fileio import outputs_together
 from ..pairs.corpus import read_corpus
-from ..pairs.design import design_path_for, draw_pair_design, draw_query_design, write_design, write_pair_design
+from ..pairs.design import design_path_for, draw_seed, write_design, write_pair_design
 from ..pairs.pool import (
-    _qid_key, check_runs_cover, default_bands, drop_duplicate_texts, exclude_judged, parse_bands, pool_runs,
-    read_query_ids, run_contributions, stratified_sample, write_duplicates, write_pairs,
+    default_bands, parse_bands, pool_pairs, read_query_ids, run_contributions, stratified_sample, write_duplicates,
+    write_pairs,
 )
 from ..pairs.qrels import PAIRS_ONLY, read_qrels
 from ..pairs.runs import read_runs_dir
@@ -62,16 +62,11 @@ def register(app: typer.Typer) -> None:
         band_list = parse_bands(bands, depth) if bands else default_bands(depth)
         runs = read_runs_dir(runs_dir)
         queries = read_query_ids(queries_from) if queries_from else None
-        if queries is not None:
-            check_runs_cover(runs, queries, str(queries_from))
         judged = read_qrels(exclude, allowed=PAIRS_ONLY) if exclude else {}  # the pairs already judged
-
-        pooled = pool_runs(runs, depth, queries)
-        kept, dupes, no_text = pooled, [], []
-        if drop_duplicates:
-            texts = read_corpus(corpus, wanted={p.docid for p in pooled})
-            kept, dupes, no_text = drop_duplicate_texts(pooled, texts, str(corpus), judged, skip_missing)
-        holes = exclude_judged(kept, judged)
+        texts = (lambda wanted: read_corpus(corpus, wanted=wanted)) if drop_duplicates else None
+        made = pool_pairs(runs, depth, queries, judged=judged, texts=texts, corpus_name=str(corpus),
+                          skip_missing=skip_missing, queries_source=str(queries_from))
+        pooled, kept, dupes, no_text, holes = made.pooled, made.kept, made.duplicates, made.without_text, made.holes
         with outputs_together():  # the pool, its duplicates, its sample and design: all, or none
             write_pairs(out, holes)
             if duplicates_out:
@@ -82,22 +77,12 @@ def register(app: typer.Typer) -> None:
                 write_pairs(sample_out, drawn)
                 design_file = design_out or design_path_for(sample_out)
                 write_pair_design(design_file, holes, drawn, band_list, seed)
-            elif sample_queries is not None:
-                query_design = draw_query_design(sorted({p.qid for p in holes}, key=_qid_key), sample_queries, seed)
-                chosen = set(query_design.seed)
-                drawn = [p for p in holes if p.qid in chosen]
-                query_design.note = (f"every pooled pair (depth {depth}) of each seed query is in {sample_out}: label "
-                                     "them all, then `estimate --human SEED.qrels` finds this file beside it")
+            elif sample_queries is not None or sample_pairs is not None:
+                drawn, seed_design = draw_seed(holes, depth, queries=sample_queries, pairs=sample_pairs,
+                                               weights=pair_weights, random_seed=seed, pairs_file=sample_out)
                 write_pairs(sample_out, drawn)
                 design_file = design_out or design_path_for(sample_out)
-                write_design(design_file, query_design)
-            elif sample_pairs is not None:
-                pair_design = draw_pair_design(holes, sample_pairs, depth, pair_weights, seed)
-                chosen = set(pair_design.seed)
-                drawn = [p for p in holes if (p.qid, p.docid) in chosen]
-                write_pairs(sample_out, drawn)
-                design_file = design_out or design_path_for(sample_out)
-                write_design(design_file, pair_design)
+                write_design(design_file, seed_design)
 
         summary = _summary(runs, depth, pooled, kept, holes, dupes, drawn, band_list)
         summary["without_text"] = no_text

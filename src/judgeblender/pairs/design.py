@@ -218,3 +218,44 @@ def _read_pair_design(path: Path, data: dict) -> PairDesign:
         raise InputError(path, None, "seed pairs among the design's pairs", f"{q} {d}")
     return PairDesign("pairs-poisson", queries, pairs, pi, seed, depth, str(data.get("weights", "")),
                       data.get("random_seed"))
+
+
+# The names the `pool` command gives the draw's settings; the Python API passes its own.
+POOL_OPTIONS = {"queries": "--sample-queries", "pairs": "--sample-pairs", "weights": "--pair-weights"}
+
+
+def draw_seed(holes: Sequence, depth: int, *, queries: int | None = None, pairs: float | None = None,
+              weights: str = "runs", random_seed: int = 0, pairs_file: str | Path = "the seed's pairs file",
+              names: dict[str, str] = POOL_OPTIONS) -> tuple[list, Design | PairDesign]:
+    """A human seed drawn from the pooled pairs `holes` (PoolPair) with a design `estimate` can use,
+    as `pool --sample-queries` / `--sample-pairs` and `jb.sample_seed` draw it: `queries` whole
+    queries at random without replacement (every pooled pair of each), or every pair independently
+    with known probabilities, `pairs` expected (`weights` "runs" or "uniform"). Returns the drawn
+    pairs, in pool order, and the design to write beside them. `names` says how errors call the
+    settings: the command's options, or the Python arguments."""
+    from ..errors import ArgumentError
+    from .pool import _qid_key
+
+    if queries is None and pairs is None:
+        raise ArgumentError(names["queries"], f"a number of whole queries to draw (or {names['pairs']}, pairs with "
+                            "known probabilities)", described="none")
+    if queries is not None and pairs is not None:
+        raise ArgumentError(names["pairs"], f"none with {names['queries']} (whole queries or pairs: one design)", pairs)
+    if queries is not None:
+        population = sorted({p.qid for p in holes}, key=_qid_key)
+        if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= len(population):
+            raise ArgumentError(names["queries"], f"a number of queries between 1 and the {len(population)} pooled "
+                                "queries", queries)
+        design: Design | PairDesign = draw_query_design(population, queries, random_seed)
+        chosen = set(design.seed)
+        design.note = (f"every pooled pair (depth {depth}) of each seed query is in {pairs_file}: label them all, "
+                       "then `estimate --human SEED.qrels` finds this file beside it")
+        return [p for p in holes if p.qid in chosen], design
+    if weights not in ("runs", "uniform"):
+        raise ArgumentError(names["weights"], "'runs' or 'uniform'", weights)
+    if isinstance(pairs, bool) or not isinstance(pairs, (int, float)) or not 0 < pairs <= len(holes):
+        raise ArgumentError(names["pairs"], f"an expected number of pairs above 0 and at most the {len(holes)} "
+                            "pooled pairs", pairs)
+    design = draw_pair_design(holes, pairs, depth, weights, random_seed)
+    chosen_pairs = set(design.seed)
+    return [p for p in holes if (p.qid, p.docid) in chosen_pairs], design

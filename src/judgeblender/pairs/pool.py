@@ -5,13 +5,14 @@ ranking in judgeblender uses (pairs/runs.py, trec_eval_ranking: trec_eval's rule
 compared as float32), so the pool's top k is the one Judged@k and the measures score. Pairs
 already judged can be left out, so that only the holes are judged; documents whose text
 duplicates another pooled document's can be dropped; and a seeded sample stratified by query
-and rank band gives a small, balanced human seed set.
+and rank band gives a small, balanced human seed set. `pool_pairs` is the whole recipe, which
+the `pool` command and the Python API (workflow.py) both call.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,3 +220,37 @@ def check_runs_cover(runs: Sequence[Run], queries: Collection[str], source: str)
     """Raise when no run retrieves anything for the requested queries (a wrong file, usually)."""
     if not any(q in r.ranking for r in runs for q in queries):
         raise InputError(source, None, "query ids that the runs rank documents for", "none in common")
+
+
+# -- the pool's whole recipe --------------------------------------------------------------
+
+@dataclass
+class Pooling:
+    """What `pool_pairs` made: every pooled pair, those left after duplicate texts were dropped,
+    the duplicates, the documents without a text (unchecked), and the holes (left to judge)."""
+
+    pooled: list[PoolPair]
+    kept: list[PoolPair]
+    duplicates: list[Duplicate]
+    without_text: list[str]
+    holes: list[PoolPair]
+
+
+def pool_pairs(runs: Sequence[Run], depth: int, queries: Collection[str] | None = None, *,
+               judged: Qrels | None = None, texts: Callable[[set[str]], Mapping[str, str]] | None = None,
+               corpus_name: str = "the corpus", skip_missing: bool = False,
+               queries_source: str = "queries") -> Pooling:
+    """The pool as `judgeblender pool` and `jb.pool` / `jb.find_holes` make it, one recipe for
+    both: the runs' top `depth` on `queries` (all the runs rank when None; a set no run ranks
+    anything for is an error naming `queries_source`), duplicate texts dropped when `texts` is
+    given (it reads the texts of the pooled documents it is handed, from `corpus_name`), then the
+    pairs of `judged` left out. The order of the steps matters (a judged copy is the one a
+    duplicate group keeps), which is why neither caller composes them itself."""
+    if queries is not None:
+        check_runs_cover(runs, queries, queries_source)
+    pooled = pool_runs(runs, depth, queries)
+    kept, dupes, no_text = pooled, [], []
+    if texts is not None:
+        corpus = texts({p.docid for p in pooled})
+        kept, dupes, no_text = drop_duplicate_texts(pooled, corpus, corpus_name, judged, skip_missing)
+    return Pooling(pooled, kept, dupes, no_text, exclude_judged(kept, judged or {}))

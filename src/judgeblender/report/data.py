@@ -1,8 +1,14 @@
-"""Everything the report shows, computed from the input files (no HTML here)."""
+"""Everything the report shows, computed from its inputs (no HTML here).
+
+The inputs are read in one step (`read_labels`, from the command's files), apart from the
+computing (`collect`), so that the Python API (workflow.write_report) hands over labels and
+systems it read from DataFrames, dicts or PyTerrier transformers and gets the same report
+from the same code.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InputError, JudgeblenderError
@@ -14,8 +20,8 @@ from ..evaluate.leaderboard import (
     CorrelationReport, RunSet, compare_scores, correlate, evaluate_runs, fully_judged_queries, parse_measures,
 )
 from ..evaluate.seed_overlap import AGREEMENT, ESTIMATION, seed_overlap
-from ..pairs.qrels import qrels_size, read_qrels
-from ..pairs.runs import read_runs_dir
+from ..pairs.qrels import Qrels, qrels_size, read_qrels
+from ..pairs.runs import Run, read_runs_dir
 from ..evaluate.scope import (
     DEFAULT_DEPTH, DEFAULT_MIN_JUDGED, DEFAULT_SCOPE, QuerySet, by_query, check_scope, describe_scope, pool_of,
     query_set, restrict,
@@ -52,10 +58,10 @@ class HumanBasis:
 
 @dataclass
 class ReportInputs:
-    gold: Path
-    preds: list[Path]
-    runs_dir: Path
-    groups: Path | None = None
+    gold: Path  # or, from Python, what the labels are called on the page
+    preds: list[Path]  # or, from Python, the predictions' names
+    runs_dir: Path  # or, from Python, what the systems are called on the page
+    groups: Path | dict[str, str] | None = None  # a `run<TAB>group` file, or from Python {run: group}
     store: Path | None = None
     bootstrap: int = 1000
     seed: int = 0
@@ -67,6 +73,29 @@ class ReportInputs:
     calibration_seed: Path | None = None  # the seed the panel was calibrated on: overlaps are warned about
     scope: str = DEFAULT_SCOPE  # the pairs every label file is read on (evaluate/scope.py)
     depth: int = DEFAULT_DEPTH  # the pool's depth, for scope pool and for a seed drawn from the pool
+
+
+@dataclass
+class ReportLabels:
+    """The report's labels and runs, read: each prediction named, with where it came from (a file,
+    or a Python argument) for messages."""
+
+    gold: Qrels
+    preds: dict[str, Qrels]
+    sources: dict[str, str | Path]
+    runs: list[Run]
+    seed: Qrels | None = None  # the human seed (inputs.seed_qrels), read
+
+
+def read_labels(inputs: ReportInputs) -> ReportLabels:
+    """The command's files, read: the gold and predicted qrels, the runs folder and the seed."""
+    gold = read_qrels(inputs.gold, allowed=LEVELS)
+    names = _names(inputs.preds)
+    preds = {name: read_qrels(p, allowed=LEVELS) for name, p in zip(names, inputs.preds)}
+    if "human" in preds:
+        raise JudgeblenderError("a --pred file may not be named 'human' (the report's name for --gold)")
+    return ReportLabels(gold, preds, dict(zip(names, inputs.preds)), read_runs_dir(inputs.runs_dir),
+                        read_qrels(inputs.seed_qrels, allowed=LEVELS) if inputs.seed_qrels else None)
 
 
 @dataclass
@@ -100,7 +129,8 @@ def _names(paths: list[Path]) -> list[str]:
     return names
 
 
-def collect(inputs: ReportInputs) -> ReportData:
+def collect(inputs: ReportInputs, labels: ReportLabels | None = None) -> ReportData:
+    """What the report shows, from `labels` (read from the files of `inputs` when None)."""
     if not 0 <= inputs.min_judged <= 1:
         raise JudgeblenderError(f"--min-judged is a share between 0 and 1, got {inputs.min_judged}")
     if not inputs.preds:
@@ -108,11 +138,8 @@ def collect(inputs: ReportInputs) -> ReportData:
     if inputs.design is not None and inputs.seed_qrels is None:
         raise JudgeblenderError("--design describes a --seed-qrels file: give both")
     check_scope(inputs.scope, "--scope")
-    gold = read_qrels(inputs.gold, allowed=LEVELS)
-    preds = {name: read_qrels(p, allowed=LEVELS) for name, p in zip(_names(inputs.preds), inputs.preds)}
-    if "human" in preds:
-        raise JudgeblenderError("a --pred file may not be named 'human' (the report's name for --gold)")
-    runs = read_runs_dir(inputs.runs_dir)
+    labels = labels if labels is not None else read_labels(inputs)
+    gold, preds, runs = labels.gold, labels.preds, labels.runs
     run_names = [r.name for r in runs]
 
     notes: list[str] = []
@@ -128,12 +155,14 @@ def collect(inputs: ReportInputs) -> ReportData:
     if agreed.note():
         scoped.append(f"agreement: {agreed.note()}")
     if inputs.groups:
-        groups = read_groups(inputs.groups)
+        from_file = isinstance(inputs.groups, (str, Path))
+        groups = read_groups(inputs.groups) if from_file else dict(inputs.groups)
+        named_in = inputs.groups if from_file else "groups"
         unknown = sorted(set(groups) - set(run_names))
         if unknown:
-            notes.append(f"{len(unknown)} run(s) named in {inputs.groups} are not in {inputs.runs_dir}: "
+            notes.append(f"{len(unknown)} run(s) named in {named_in} are not in {inputs.runs_dir}: "
                          + ", ".join(unknown[:5]))
-        groups_note = f"System families from {inputs.groups}."
+        groups_note = f"System families from {named_in}."
     else:
         groups, folded = derive_families(run_names)
         groups_note = ("No --groups file was given, so each run's family is derived from its name: the text "
@@ -142,7 +171,7 @@ def collect(inputs: ReportInputs) -> ReportData:
             groups_note += f" To keep colours distinct, the smaller families {', '.join(folded)} are shown as 'other'."
 
     agreements = [agreement(gold, pred, name=name) for name, pred in preds.items()]
-    estimates = seed_estimates(inputs, preds, runs) if inputs.seed_qrels else {}
+    estimates = seed_estimates(inputs, replace(labels, gold=gold, preds=preds)) if labels.seed is not None else {}
     restricted = sorted({r.method["restricted"] for r in estimates.values()
                          if not isinstance(r, str) and r.method.get("restricted")})
     scoped += restricted  # one line each: a label file read on the pool the seed was drawn from
@@ -160,7 +189,7 @@ def collect(inputs: ReportInputs) -> ReportData:
     judged_measure = parse_measures([JUDGED])
     judged = {name: evaluate_runs(runset, q, judged_measure)[JUDGED].mean(axis=1).tolist()
               for name, q in {"human": gold, **preds}.items()}
-    warnings = overlap_warnings(inputs, gold) if inputs.calibration_seed else []
+    warnings = overlap_warnings(inputs, gold, labels.seed) if inputs.calibration_seed else []
     notes += scoped + [w.removeprefix("warning: ") for w in warnings]
     return ReportData(
         inputs=inputs, gold_pairs=qrels_size(gold), gold_queries=len(gold),
@@ -237,25 +266,25 @@ def ppi_correlations(estimates: dict[str, EstimateResult | str]) -> list[Correla
     return out
 
 
-def overlap_warnings(inputs: ReportInputs, gold: dict) -> list[str]:
+def overlap_warnings(inputs: ReportInputs, gold: dict, seed: Qrels | None) -> list[str]:
     """`warning:` lines for the human labels the panel was calibrated on: the gold (agreement) and
     the seed (PPI++)."""
     checks = [(gold, AGREEMENT)]
-    if inputs.seed_qrels:
-        checks.append((read_qrels(inputs.seed_qrels, allowed=LEVELS), ESTIMATION))
+    if seed is not None:
+        checks.append((seed, ESTIMATION))
     found = (seed_overlap(labels, inputs.calibration_seed, kind).warning() for labels, kind in checks)
     return [w for w in found if w]
 
 
-def seed_estimates(inputs: ReportInputs, preds: dict[str, dict], runs: list) -> dict[str, EstimateResult | str]:
+def seed_estimates(inputs: ReportInputs, labels: ReportLabels) -> dict[str, EstimateResult | str]:
     """Each prediction's leaderboard corrected by the human seed (query-level PPI++, or the design
     estimator for a seed of pairs), from evaluate/estimate.py. A prediction the seed does not fit
     (a seed pair it never labelled, say) gets the reason instead; if none fits, the first error."""
-    seed = read_qrels(inputs.seed_qrels, allowed=LEVELS)
+    seed, preds, runs = labels.seed, labels.preds, labels.runs
     out: dict[str, EstimateResult | str] = {}
     errors = []
     for name, pred in preds.items():
-        path = next(p for p in inputs.preds if p.stem == name)
+        path = labels.sources[name]
         try:
             out[name] = estimate_with_seed(pred, seed, runs, None, confidence=inputs.confidence, llm_path=path,
                                            human_path=inputs.seed_qrels, design_path=inputs.design,
