@@ -112,6 +112,28 @@ def routes(case, request):
         assert filled.attrs["scope"] == scope
         out["fill_qrels"] = _pt_experiment(filled, case)
 
+    # the notebook's routes (workflow.py): jb.fill scored by judgeblender's evaluator, and the
+    # per-query rows of jb.experiment averaged over each system's queries
+    from judgeblender.evaluate.leaderboard import RunSet, evaluate_runs, parse_measures
+    from judgeblender.pairs import read_run
+
+    filled = jb.fill(case["systems"], case["topics"], qrels=case["human"], llm_labels=LLAMA, scope=scope)
+    qrels: dict = {}
+    for q, doc, label in filled[["qid", "docno", "label"]].itertuples(index=False):
+        qrels.setdefault(q, {})[doc] = int(label)
+    runs = [read_run(path, name=name) for name, path in case["systems"].items()]
+    counted = [q for q in case["topics"] if q in case["human"]]  # the 43 the table counts (none dropped)
+    assert len(counted) == table.attrs["queries"]
+    scores = evaluate_runs(RunSet(runs, counted), qrels, parse_measures(MEASURES))
+    out["jb.fill"] = {(run.name, m, "filled"): float(scores[m][i].mean()) for m in MEASURES
+                      for i, run in enumerate(runs)}
+    rows = jb.experiment(case["systems"], case["topics"], qrels=case["human"], llm_labels=LLAMA,
+                         measures=MEASURES, scope=scope, perquery=True)
+    means = rows.groupby(["name", "measure"])[["value", "human", "llm"]].mean()
+    out["jb.experiment perquery"] = {(name, m, col): float(means.loc[(name, m), src])
+                                     for name in case["systems"] for m in MEASURES
+                                     for col, src in (("filled", "value"), ("human", "human"), ("llm", "llm"))}
+
     cli("fill", "--gold", d / "human.qrels", "--llm", LLAMA, "-o", d / f"filled-{scope}.qrels", "--scope", scope,
         *(("--runs", d / "runs") if scope == "pool" else ()), cwd=d)
     done = cli("compare", "--qrels", d / f"filled-{scope}.qrels", "--runs", d / "runs",
@@ -140,6 +162,10 @@ def routes(case, request):
     assert method_line["kind"] == "method" and method_line["scope"] == scope and method_line["restricted"] is None
     out["estimate"] = {(x["run"], x["measure"], "llm"): x["llm_only"] for x in lines if x["kind"] == "run"}
     out["estimate PPI++"] = {(x["run"], x["measure"]): x["estimate"] for x in lines if x["kind"] == "run"}
+    est = jb.estimate(case["systems"], llm_labels=LLAMA, seed=d / "seed.qrels", measures=MEASURES, scope=scope)
+    assert est.attrs["method"]["scope"] == scope
+    out["jb.estimate"] = {(r["name"], r["measure"], "llm"): r["llm_only"] for r in est.to_dict(orient="records")}
+    out["jb.estimate PPI++"] = {(r["name"], r["measure"]): r["estimate"] for r in est.to_dict(orient="records")}
     out["jb.experiment PPI++"] = ppi
     return scope, out
 
@@ -191,10 +217,12 @@ def test_every_route_gives_the_same_human_filled_and_llm_figures(routes):
 
 def test_estimate_and_jb_experiment_give_the_same_ppi_figures(routes):
     scope, out = routes
-    ours, theirs = out["jb.experiment PPI++"], out["estimate PPI++"]
-    assert set(ours) == set(theirs)
-    for key in ours:
-        assert same(ours[key], theirs[key]), (scope, key)
+    ours = out["jb.experiment PPI++"]
+    for route in ("estimate PPI++", "jb.estimate PPI++"):
+        theirs = out[route]
+        assert set(ours) == set(theirs), route
+        for key in ours:
+            assert same(ours[key], theirs[key]), (scope, route, key)
 
 
 def test_human_and_llm_are_like_for_like(routes, case):
@@ -297,6 +325,16 @@ def test_a_bad_scope_is_one_error_naming_the_argument_before_any_work(case, tmp_
     with pytest.raises(ArgumentError, match=r"^scope: expected one of 'labels', 'pool', got 'pooled'"):
         jb.experiment({"x": Path("/nonexistent.run")}, case["topics"], qrels=case["human"], llm_labels=LLAMA,
                       scope="pooled")
+    nowhere = {"x": Path("/nonexistent.run")}  # read after the scope is checked: never reached
+    for call in (lambda: jb.fill(nowhere, case["topics"], qrels=case["human"], llm_labels=LLAMA, scope="pooled"),
+                 lambda: jb.experiment(nowhere, case["topics"], qrels=case["human"], llm_labels=LLAMA,
+                                       scope="pooled", perquery=True),
+                 lambda: jb.estimate(nowhere, llm_labels=LLAMA, seed=Path("/nonexistent.qrels"), scope="pooled"),
+                 lambda: jb.write_report(case["human"], {"llama": LLAMA}, nowhere, tmp_path / "r.html",
+                                         scope="pooled")):
+        with pytest.raises(ArgumentError, match=r"^scope: expected one of 'labels', 'pool', got 'pooled'"):
+            call()
+    assert not (tmp_path / "r.html").exists()
     for args in (["fill", "--gold", case["dir"] / "human.qrels", "--llm", LLAMA, "-o", tmp_path / "o.qrels",
                   "--scope", "pool"],
                  ["estimate", "--llm", LLAMA, "--human", case["dir"] / "seed.qrels", "--runs", case["dir"] / "runs",

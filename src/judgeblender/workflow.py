@@ -273,7 +273,8 @@ def _seed(seed: Any, design: Any, argument: str) -> tuple[Any, str | Path]:
 
 def estimate(systems: Any, topics: Any = None, *, llm_labels: Any, seed: Any, design: Any = None,
              measures: Sequence | None = None, confidence: float = CONFIDENCE, target: str = "collection",
-             differences: bool = True, names: Sequence[str] | None = None):
+             differences: bool = True, names: Sequence[str] | None = None, scope: str = DEFAULT_SCOPE,
+             depth: int = 10):
     """Each system's score under human labels, estimated with an interval from LLM labels on every
     query corrected by a human `seed` drawn at random (PPI++), as `judgeblender estimate` computes it
     (docs/estimation.md): one row per system and measure with name, measure, estimate, ci_low,
@@ -285,7 +286,8 @@ def estimate(systems: Any, topics: Any = None, *, llm_labels: Any, seed: Any, de
     (P(rel=2)@10 for a seed of pairs). `attrs` hold the method (what is estimated, how, the
     assumptions), the notes, and with `differences` every pair of systems' difference, Holm's
     p-value and whether it is significant, as `estimate --json` prints them (pd.DataFrame(
-    table.attrs["differences"]))."""
+    table.attrs["differences"])). `scope` (evaluate/scope.py), as `estimate --scope`: 'labels'
+    takes the LLM labels as given, 'pool' only those of the systems' top `depth`."""
     import pandas as pd
 
     from .evaluate.estimate import TARGETS, estimate_with_seed
@@ -293,6 +295,8 @@ def estimate(systems: Any, topics: Any = None, *, llm_labels: Any, seed: Any, de
     arguments.number_between("confidence", confidence, 0, 1)
     arguments.one_of("target", target, TARGETS)
     arguments.flag("differences", differences)
+    scope = check_scope(scope)
+    depth = arguments.positive_int("depth", depth)
     if measures is not None:
         measures = arguments.sequence("measures", measures, "measures (ir_measures names such as nDCG@10)")
     human, human_path = _seed(seed, design, "seed")
@@ -300,7 +304,7 @@ def estimate(systems: Any, topics: Any = None, *, llm_labels: Any, seed: Any, de
     runs = system_runs(systems, topics, names)
     result = estimate_with_seed(llm, human, runs, measures, confidence=confidence, target=target,
                                 llm_path=_labels_name(llm_labels, "llm_labels"), human_path=human_path,
-                                design_path=design, pairs=differences)
+                                design_path=design, pairs=differences, scope=scope, depth=depth)
     rows = [{"name": r.pop("run"), **r} for r in (e.to_dict() for e in result.runs)]
     table = pd.DataFrame(rows)
     table.attrs.update({"method": dict(result.method), "notes": list(result.notes),
@@ -314,7 +318,7 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
                  names: Sequence[str] | None = None, groups: Any = None, store: Any = None, bootstrap: int = 1000,
                  seed: int = 0, min_judged: float = 0.9, title: str = "How far can the LLM labels be trusted?",
                  seed_qrels: Any = None, design: Any = None, confidence: float = CONFIDENCE,
-                 calibration_seed: Any = None) -> Path:
+                 calibration_seed: Any = None, scope: str = DEFAULT_SCOPE, depth: int = 10) -> Path:
     """Write the trust report (one self-contained HTML page: agreement, confusion matrices,
     leaderboards and their correlation, bias by system family, holes, cost) to `out`, as
     `judgeblender report` does, and return its path. `gold`: the human labels; `predictions`:
@@ -324,7 +328,8 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
     (invalid-output rates, tokens, time); `bootstrap`, `seed`: the bootstrap's samples and seed;
     `seed_qrels` (and `design`, found beside a seed file): a human seed, for the PPI++
     leaderboards; `calibration_seed`: the file of the seed the panel was calibrated on (overlaps
-    are warned about). The `warning:` lines the command prints are logged."""
+    are warned about); `scope` and `depth`: the pairs every label set is read on, as `report
+    --scope/--depth` (evaluate/scope.py). The `warning:` lines the command prints are logged."""
     from .api import _named_labels
     from .report import ReportInputs, ReportLabels, build_report
 
@@ -334,6 +339,8 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
     arguments.non_negative_int("seed", seed)
     arguments.number_between("confidence", confidence, 0, 1)
     arguments.text("title", title)
+    scope = check_scope(scope)
+    depth = arguments.positive_int("depth", depth)
     if isinstance(min_judged, bool) or not isinstance(min_judged, (int, float)) or not 0 <= min_judged <= 1:
         raise ArgumentError("min_judged", "a share between 0 and 1", min_judged)
     for name, path in (("store", store), ("calibration_seed", calibration_seed)):
@@ -361,7 +368,7 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
     inputs = ReportInputs(gold=_labels_name(gold, "gold"), preds=list(preds), runs_dir="systems", groups=groups,
                           store=store, bootstrap=bootstrap, seed=seed, min_judged=min_judged, title=title,
                           seed_qrels=seed_name, design=design, confidence=confidence,
-                          calibration_seed=calibration_seed)
+                          calibration_seed=calibration_seed, scope=scope, depth=depth)
     data = build_report(inputs, out, ReportLabels(gold_qrels, preds, sources, runs, human_seed))
     for warning in data.warnings:
         log.warning("%s", warning)
