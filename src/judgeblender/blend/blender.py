@@ -10,7 +10,7 @@ import numpy as np
 
 from .probability import DEFAULT_THRESHOLDS, check_thresholds
 from .registry import Context, Method, get_method
-from .ties import NO_VOTES, TIE_RULES, Decision, TieBreaker
+from .tie_rules import NO_VOTES, TIE_RULES, Decision, TieBreaker
 from .votes import BallotTable, Vote, as_vote
 from .weighted import check_weights
 

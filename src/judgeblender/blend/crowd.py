@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import require
-from .ties import NO_VOTES, Decision, TieBreaker, top_labels
+from .tie_rules import NO_VOTES, Decision, TieBreaker, top_labels
 from .votes import LABELS, BallotTable
 
 N_ITER = 100  # crowd-kit's default number of EM iterations, and its tolerance below

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .ties import Decision, TieBreaker, top_labels
+from .tie_rules import Decision, TieBreaker, top_labels
 from .votes import LABELS, N_LABELS, Vote
 
 DEFAULT_THRESHOLDS: tuple[float, ...] = (0.5, 1.5, 2.5)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blender import BlendResult
-from .ties import Decision
+from .tie_rules import Decision
 from .votes import ABSTAIN, N_LABELS, BallotTable, Pair
 
 DEFAULT_SPREAD = 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from .ties import Decision, TieBreaker, top_labels
+from .tie_rules import Decision, TieBreaker, top_labels
 from .votes import Vote
 
 NO_WEIGHT = "only zero-weight votes"

@@ -25,7 +25,7 @@ from ..judges.engine import JudgeStats, Reporter, SilentReporter, _run_judge
 from ..pairs import Pair
 from ..pairs.texts import text_problem
 from ..store import CallStore
-from .pooling import Pooled, pool
+from .combine import Pooled, pool
 
 
 @dataclass(frozen=True)

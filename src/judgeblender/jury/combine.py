@@ -1,4 +1,5 @@
-"""Pooling a jury's continuous or binary scores into one score per item.
+"""Combining a jury's continuous or binary scores into one score per item (the jury's `pooling`
+rule, the name its users know; the module is not called "pooling", which pairs/pool.py means).
 
 Judges that gave no valid verdict abstain: they are left out, never counted as 0. An item
 with fewer valid verdicts than `min_votes` gets no pooled score, with the reason.
