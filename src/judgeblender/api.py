@@ -28,15 +28,12 @@ from .evaluate import AgreementReport, correlate as correlate_reports
 from .evaluate import agreement as agreement_report
 from .evaluate.intervals import CONFIDENCE
 from .evaluate.leaderboard import DEFAULT_MEASURES
-from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, resolve_pairs, summary_rows
+from .judges import JudgeRun, JudgeSpec, judge_pairs, resolve_pairs, summary_rows
 from .backends.registry import command_options, is_scorer
 from .panels.panel import Panel, ballots_from_run, get_panel
 from .panels.panel_file import MODES
 from .pairs import Pair
 from .pairs.texts import is_missing
-
-JudgeLike = "str | JudgeSpec | Mapping[str, Any]"
-
 
 # -- panels ---------------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..kappa import cohen_kappa, fold_mean_se
 from .blender import Blender, fitted_blender
-from .votes import ABSTAIN, LABELS, N_LABELS, BallotTable
+from .votes import ABSTAIN, N_LABELS, BallotTable
 
 EXHAUSTIVE_MAX = 8  # candidate judges up to which every subset is scored
 DEFAULT_TIME_LIMIT = 120.0  # seconds for a greedy search

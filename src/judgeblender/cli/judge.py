@@ -21,7 +21,7 @@ from ..judges.outputs import RunFiles, final_labels
 from ..panels.panel import get_panel
 from ..panels.panel_file import load_tiebreaker
 from ..panels.run_panel import run_panel, stream_panel, streams, write_panel_run
-from ..pairs import Pair, read_queries
+from ..pairs import read_queries
 from ..pairs.corpus import close_corpus, open_corpus
 from ..pairs.pairs import PairsFile
 from ..store import CallStore

@@ -22,7 +22,7 @@ depends on every label of the query): these estimators do not apply to it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -111,9 +111,3 @@ def poisson_estimate(w: np.ndarray, llm_gain: np.ndarray, human_gain: np.ndarray
     return {"estimate": est, "se": se, "ci_low": clip(est - z * se, bounds), "ci_high": clip(est + z * se, bounds),
             "lam": lam_v, "p": p,
             "informative": informative, "normal_ok": (informative >= MIN_INFORMATIVE) | exact[None, :]}
-
-
-def jury_spread(label_files: Mapping[str, Qrels], pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-    """Standard deviation over label files of each pair's label (a jury's disagreement)."""
-    stack = np.array([[qrels.get(q, {}).get(d, 0) for q, d in pairs] for qrels in label_files.values()], dtype=float)
-    return stack.std(axis=0)
