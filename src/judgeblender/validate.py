@@ -159,10 +159,15 @@ def distinct_outputs(written: Iterable[tuple[str, str | Path]]) -> None:
                                     "writes must be different files (one would overwrite the other)")
 
 
-def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = False) -> Path:
+def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = False,
+                 newest: int | None = None) -> Path:
     """A judgeblender store: an existing one (SQLite with our schema, or an empty file unless the
     command only reads it), or, when writing, a new file in a writable folder. Never another
-    program's SQLite database or another kind of file, which opening as a store would change."""
+    program's SQLite database or another kind of file, which opening as a store would change.
+
+    `newest`: the newest schema version this judgeblender reads (len(store.migrations.MIGRATIONS),
+    given by the caller: this module sits below store/, which uses it); a store of a later
+    version is refused. None leaves that to the store, which checks it when it opens."""
     path = Path(path)
     kind = _kind(path)
     if kind == "no such file":
@@ -179,8 +184,6 @@ def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = Fals
     if not head and read_only:  # opening it would write an empty store's schema into it
         raise InputError(path, None, "a judgeblender store", "an empty file")
     if head:
-        from .store.migrations import MIGRATIONS
-
         try:
             # immutable: read without locks, and without the -wal/-shm files a plain read leaves behind
             db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
@@ -198,8 +201,8 @@ def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = Fals
         if (version == 0 and tables) or (version > 0 and not {"key", "raw_output"} <= columns):
             # migrating another program's database would change it
             raise InputError(path, None, "a judgeblender store", f"another SQLite database (tables: {', '.join(tables[:5])})")
-        if version > len(MIGRATIONS):
-            raise InputError(path, None, f"a store of schema version {len(MIGRATIONS)} or older (upgrade judgeblender)",
+        if newest is not None and version > newest:
+            raise InputError(path, None, f"a store of schema version {newest} or older (upgrade judgeblender)",
                              f"version {version}")
     if write:
         _probe_dir(path.absolute().parent, path, "a store")

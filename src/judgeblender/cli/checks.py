@@ -81,6 +81,13 @@ def _unless(option: str | None, derive: Callable[[Path], Path], source: str = "o
     return lambda args: None if args.get(option) or not args.get(source) else derive(Path(args[source]))
 
 
+def _store_schema() -> int:
+    """The newest store schema this judgeblender reads: a later store is refused before the run."""
+    from ..store.migrations import MIGRATIONS  # only the commands with a store pay for store/
+
+    return len(MIGRATIONS)
+
+
 def _design_path(sample_out: Path) -> Path:
     from ..pairs.design import design_path_for  # only pool pays for the design module
 
@@ -126,9 +133,9 @@ def check_arguments(command: str, args: dict[str, Any]) -> None:
             elif role == DIR:
                 validate.input_dir(value)
             elif role == STORE:
-                validate.sqlite_store(value, write=True)
+                validate.sqlite_store(value, write=True, newest=_store_schema())
             elif role == STORE_READ:
-                validate.sqlite_store(value, write=False, read_only=True)
+                validate.sqlite_store(value, write=False, read_only=True, newest=_store_schema())
             elif role in (MODEL, MODELS):
                 validate.model_string(str(value).partition("=")[2] if "=" in str(value) else str(value))
             elif role == JUDGE_MODELS:  # NAME=MODEL[/PROMPT[/MODE]]
