@@ -29,6 +29,7 @@ from .evaluate import agreement as agreement_report
 from .evaluate.intervals import CONFIDENCE
 from .evaluate.leaderboard import DEFAULT_MEASURES
 from .judges import JudgeRun, JudgeSpec, judge_pairs, resolve_pairs, summary_rows
+from .judges.judge import check_distinct_ids, spec_id
 from .backends.registry import command_options, is_scorer
 from .panels.panel import Panel, ballots_from_run, get_panel
 from .panels.panel_file import MODES
@@ -68,17 +69,17 @@ def panel(judges: Any, *, prompt: str = "umbrela", mode: str = "generate",
         raise ArgumentError("options", "a dict of backend options, or None", options)
     options = dict(options or {})
     if isinstance(judges, (str, Path)):
-        return get_panel(str(judges), list(models) if models else None, mode, options)
+        try:
+            return get_panel(str(judges), list(models) if models else None, mode, options)
+        except ArgumentError as exc:  # the preset's name is what this function calls `judges`
+            raise exc.renamed("judges") if exc.argument == "panel" else exc from None
     if isinstance(judges, (bytes, Mapping)) or not isinstance(judges, Iterable):
         raise ArgumentError("judges", "a panel preset, a panel TOML file, a Panel or a list of judges", judges)
     specs = [_spec(j, prompt, mode, options) for j in judges]
     if not specs:
         raise ArgumentError("judges", "at least one judge", judges)
-    ids = [s.id or f"{s.model}/{s.prompt}/{s.mode}" for s in specs]
-    specs = [replace(s, id=i) for s, i in zip(specs, ids)]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise JudgeblenderError(f"two judges share the id {dupes[0]!r}: give each a distinct id")
+    specs = [replace(s, id=spec_id(s)) for s in specs]
+    check_distinct_ids((s.id for s in specs), "judges")
     return Panel(name="judges", judges=specs, source="a list of judges")
 
 

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendError, CallDeferred, JudgeblenderError
+from ..errors import ArgumentError, BackendError, CallDeferred
 from ..calls import CallRequest, CallResult, call_key
 from ..fileio import atomic_write_text
 from .base import Backend
@@ -128,7 +128,7 @@ class BatchBackend(Backend):
 
 def use_batch_files(judges: list, read: Path | None, write: Path | None) -> BatchRequests | None:
     """Route the judges' calls through Batch API files; returns the queue to write at the end
-    (None without --batch-write). Only served (openai:) judges can."""
+    (None without `write`). Only served (openai:) judges can."""
     if read is None and write is None:
         return None
     results = read_batch_lines(read) if read is not None else {}
@@ -136,7 +136,8 @@ def use_batch_files(judges: list, read: Path | None, write: Path | None) -> Batc
     for judge in judges:
         backend = getattr(judge, "backend", None)
         if not isinstance(backend, OpenAICompatBackend):
-            raise JudgeblenderError(f"judge {judge.id}: --batch-read/--batch-write work with served models "
-                                    "(openai:MODEL), whose providers have a Batch API")
+            raise ArgumentError("batch_write" if write is not None else "batch_read",
+                                "served judges (openai:MODEL): Batch API files work with served models, whose "
+                                "providers have a Batch API", described=f"the judge {judge.id}")
         judge.backend = BatchBackend(backend, results, read, queue)
     return queue

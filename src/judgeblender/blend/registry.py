@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from ..errors import ArgumentError
 from . import crowd, extremes, majority, mean, median, probability, weighted
 from .probability import DEFAULT_THRESHOLDS
 from .tie_rules import Decision, TieBreaker
@@ -70,4 +71,4 @@ def get_method(name: str) -> Method:
     try:
         return METHODS[name]
     except KeyError:
-        raise ValueError(f"unknown blend method {name!r}; choose one of {', '.join(METHODS)}") from None
+        raise ArgumentError("method", f"one of {', '.join(METHODS)}", described=f"unknown blend method {name!r}") from None

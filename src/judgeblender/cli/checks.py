@@ -6,7 +6,8 @@ parameter, which check applies (a `--details` is an input of `blend` and an outp
 (DERIVED: `OUT.details.jsonl`, a seed's `.design.json`, the label journal). `checked(app)` runs
 them ahead of each command's body, so a bad path or number, or two outputs that are one file
 (one would overwrite the other), is one `error:` line and exit 2 before any file is read in
-full, any model loaded or called.
+full, any model loaded or called. Around the body, a library error about a Python argument is
+told of the command's flag for it (cli/usage.py `as_option`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any
 import typer
 
 from .. import paths, validate
+from ..errors import ArgumentError
 from ..pairs.irds import is_irds
+from . import usage
 
 # Numbers, by parameter name (the same meaning wherever they appear): (low, high, low_open, high_open).
 NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
@@ -165,7 +168,10 @@ def _checked_callback(command: str, callback: Callable) -> Callable:
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
         check_arguments(command, kwargs)
-        return callback(*args, **kwargs)
+        try:
+            return callback(*args, **kwargs)
+        except ArgumentError as exc:  # the library names its arguments; the command line, its flags
+            raise usage.as_option(exc, usage.flags_of(callback)) from None
 
     run._judgeblender_checked = True  # type: ignore[attr-defined]
     return run

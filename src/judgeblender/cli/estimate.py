@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from .. import arguments
 from ..errors import InputError, JudgeblenderError
 from ..evaluate.estimate import TARGETS, PairDesign, estimate_with_seed, plan, seed_design
 from ..evaluate.agreement import LEVELS
@@ -58,8 +59,7 @@ def register(app: typer.Typer) -> None:
             "counts, when --human shares queries or pairs with it (the panel has seen them)."),
     ) -> None:
         """Scores of runs with confidence intervals from LLM labels plus a small human seed (PPI++)."""
-        if not 0 < confidence < 1:
-            raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
+        arguments.confidence(confidence)
         if target not in TARGETS:
             raise JudgeblenderError(f"--target must be one of {', '.join(TARGETS)}, got {target!r}")
         for path, what in ((llm, "--llm"), (human, "--human")):

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import arguments
 from ..errors import JudgeblenderError
 from ..pairs.design import inclusion_probabilities  # noqa: F401  (re-exported)
 from ..pairs.qrels import Qrels
@@ -76,8 +77,7 @@ def poisson_estimate(w: np.ndarray, llm_gain: np.ndarray, human_gain: np.ndarray
     a small bias, as for any tuned estimator). `bounds`: the range the estimand can take, which
     the interval is clipped to (intervals.py). Returns (sims x runs) arrays.
     """
-    if not 0 < confidence < 1:
-        raise JudgeblenderError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    arguments.confidence(confidence)
     from scipy import stats
 
     s = np.asarray(sampled, dtype=float)
