@@ -46,7 +46,7 @@ INPUT, INPUTS, DIR, OUTPUT, STORE, STORE_READ, MODEL, MODELS, PROMPT, PROMPTS, P
 # Per command: parameter name -> what it is. Outputs are checked against every input of the command.
 ROLES: dict[str, dict[str, str]] = {
     "judge": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "details": OUTPUT, "model": MODEL,
-              "prompt": PROMPT, "store_path": STORE, "panel": PANEL, "panel_models": MODELS, "batch_read": INPUT,
+              "prompt": PROMPT, "store_path": STORE, "panel": PANEL, "models": MODELS, "batch_read": INPUT,
               "batch_write": OUTPUT},
     "blend": {"judges": NAMED_INPUTS, "details": INPUTS, "out": OUTPUT, "panel": INPUT, "tiebreaker": NAMED_INPUTS,
               "pairs": INPUT},

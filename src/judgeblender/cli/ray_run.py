@@ -1,16 +1,11 @@
-"""`--ray` for the commands that run judges: the library's Ray start (judges/ray_judges.py: the
-declarations checked, the cluster joined, the judges built on it), with a line on stderr as each
-model's workers start."""
+"""`--ray` for the commands that run judges (judge --panel, grade, cascade): the library's Ray
+start (judges/ray_judges.py: the declarations checked, the cluster joined, the judges built on
+it), with a line on stderr as each model's workers start."""
 
 from __future__ import annotations
 
 from ..judges.ray_judges import RayJudges, done, start
 from .console import err_console
-
-
-def ray_judge_cli(spec, address: str, workers: int | None, batch: object = None):
-    """The judge for `spec`, its calls run by Ray workers (see backends/ray_executor.py)."""
-    return start([spec], address, workers, bool(batch), on_start=say_started, scorers_on_driver=False)(spec)
 
 
 def ray_judges_cli(specs, address: str, workers: int | None, batch: object = None) -> RayJudges:
