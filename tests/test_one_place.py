@@ -44,7 +44,7 @@ from judgeblender.panels.panel_file import load_blend_panel, read_tiebreaker_tab
 HERE = Path(__file__).parent
 TINY = HERE / "data" / "tiny"
 BEFORE = HERE / "data" / "ids_before"
-SRC = str(HERE.parent / "src")
+SRC = str(Path(jb.__file__).resolve().parents[1])  # the judgeblender under test, for the subprocesses
 
 GOLD = {"q1": {"d1": 3, "d2": 0}, "q2": {"d3": 1}}
 ONE_RUN = [Run(name="r", path="r", ranking={"q1": [("d1", 2.0), ("d2", 1.0)], "q2": [("d3", 1.0)]})]
