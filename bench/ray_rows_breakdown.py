@@ -47,7 +47,8 @@ def timed(owner, name: str) -> None:
 def main() -> None:
     from judgeblender import calls
     from judgeblender.judges import JudgeSpec, engine, judge_pairs
-    from judgeblender.judges.ray_executor import RayBackend, connect, ray_judge
+    from judgeblender.backends.ray_executor import RayBackend, connect
+    from judgeblender.judges.ray_judges import ray_judge
     from judgeblender.parse import labels
     from judgeblender.store import CallStore, compact
     from judgeblender.store import calls as store_calls

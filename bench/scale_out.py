@@ -120,7 +120,8 @@ def served_case(spec: dict[str, Any]) -> dict[str, Any]:
     if workers:
         import ray
 
-        from judgeblender.judges.ray_executor import connect, ray_judge
+        from judgeblender.backends.ray_executor import connect
+        from judgeblender.judges.ray_judges import ray_judge
 
         connect(spec["ray"])
         judge = ray_judge(jspec, workers)
@@ -153,7 +154,8 @@ def served_case(spec: dict[str, Any]) -> dict[str, Any]:
 def memory_case(spec: dict[str, Any]) -> dict[str, Any]:
     """The driver's peak RSS over n pairs, every answer from a store filled by a local run."""
     from judgeblender.judges import Judge, JudgeSpec, judge_pairs
-    from judgeblender.judges.ray_executor import connect, ray_judge
+    from judgeblender.backends.ray_executor import connect
+    from judgeblender.judges.ray_judges import ray_judge
     from judgeblender.store import CallStore
 
     n = spec["pairs"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from judgeblender.blend import BallotTable, blend
-from judgeblender.blend.ties import NO_VOTES
+from judgeblender.blend.tie_rules import NO_VOTES
 from judgeblender.errors import MissingExtraError
 
 needs_crowdkit = pytest.mark.skipif(

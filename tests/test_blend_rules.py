@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from judgeblender.blend import METHODS, Blender, BallotTable, Vote, blend, get_method
-from judgeblender.blend.ties import NO_VOTES, TieBreaker, round_half_even, round_half_up
+from judgeblender.blend.tie_rules import NO_VOTES, TieBreaker, round_half_even, round_half_up
 from judgeblender.blend.weighted import NO_WEIGHT
 
 PER_PAIR = [m for m, spec in METHODS.items() if spec.pair_rule is not None]

@@ -1,5 +1,6 @@
 """The package's import structure: no module imports `judgeblender.cli` except the CLI itself,
-and no two modules import each other, directly or round a longer circle.
+and no two modules import each other, directly or round a longer circle, counting the imports
+written inside functions (deferred, they close the circle at their first call).
 
 Import circles work by accident of import order (a name used before its module has finished
 loading breaks them), and a library that imports its CLI drags typer and rich into every
@@ -20,8 +21,8 @@ PACKAGE_ROOT = Path(judgeblender.__file__).resolve().parent
 PACKAGE = "judgeblender"
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts)
+def _module_name(path: Path, root: Path = PACKAGE_ROOT) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -35,28 +36,51 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the project modules it imports at module level (not inside functions)."""
-    paths = sorted(PACKAGE_ROOT.rglob("*.py"))
-    modules = {_module_name(p): p for p in paths}
+def _is_type_checking(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`): its imports never run."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _run_time_imports(tree: ast.AST):
+    """Every import statement that can run: at module level and inside functions, methods and
+    branches alike (an import deferred into a function closes a circle as surely, only later, at
+    the first call), but not under `if TYPE_CHECKING:`."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if _is_type_checking(node):
+            stack.extend(node.orelse)  # the `else:` branch does run
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph(root: Path = PACKAGE_ROOT) -> dict[str, set[str]]:
+    """Module -> the project modules it imports, wherever in it the import is written."""
+    package = root.name
+    paths = sorted(root.rglob("*.py"))
+    modules = {_module_name(p, root): p for p in paths}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         found: set[str] = set()
-        for node in tree.body:  # module level only: imports inside functions are deferred
-            if isinstance(node, ast.If):  # `if TYPE_CHECKING:` blocks import nothing at run time
-                continue
+        for node in _run_time_imports(tree):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 base = _resolve(name, path.name == "__init__.py", node)
                 # `from . import x` imports the submodule x when there is one
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
             for target in targets:
                 while target and target not in modules:
                     target = target.rpartition(".")[0]
-                if target.startswith(PACKAGE) and target != name:
+                if target.startswith(package) and target != name:
                     found.add(target)
                     # importing a.b.c first runs a.b's __init__, unless the importer is inside a.b
                     parent = target.rpartition(".")[0]
@@ -118,6 +142,23 @@ def test_graph_sees_relative_imports():
     assert "judgeblender.errors" in graph["judgeblender.store.calls"]
 
 
+def test_graph_sees_imports_inside_functions_and_not_under_type_checking(tmp_path):
+    """A circle closed by an import deferred into a function (engine <-> factory and corpus <->
+    passage_index were two) is found; an import only a type checker reads is not an edge."""
+    pkg = tmp_path / "planted"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    if True:\n        from .a import x\n    return x\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import x\n"
+                              "else:\n    from . import d\n")
+    (pkg / "d.py").write_text("")
+    graph = import_graph(pkg)
+    assert graph["planted.b"] == {"planted.a"}
+    assert graph["planted.c"] == {"planted.d"}
+    assert find_cycle(graph) == ["planted.a", "planted.b", "planted.a"]
+
+
 def test_no_import_circle_between_modules():
     assert find_cycle(import_graph()) is None
 
@@ -170,3 +211,52 @@ def test_ground_floor_modules_import_only_each_other():
     graph = import_graph()
     for name in sorted(GROUND_FLOOR):
         assert graph[name] <= GROUND_FLOOR, name
+
+
+ARCHITECTURE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
+
+
+def allowed_imports() -> dict[str, set[str]]:
+    """docs/architecture.md's table: package -> the packages it may import ({"*"}: any)."""
+    rows: dict[str, set[str]] = {}
+    for line in ARCHITECTURE.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        rows[cells[0].strip("`")] = {c.strip().strip("`") for c in cells[2].split(",") if c.strip()}
+    return rows
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Sub-package (or top-level module) -> the others it imports, counting deferred imports."""
+    def package(module: str) -> str:
+        return module.split(".")[1] if module.count(".") else module
+
+    graph: dict[str, set[str]] = {}
+    for name, imports in import_graph().items():
+        if name == PACKAGE:  # the package's own __init__ exports names lazily, by string
+            continue
+        graph.setdefault(package(name), set()).update(
+            package(i) for i in imports if package(i) not in (package(name), PACKAGE))
+    return graph
+
+
+def test_the_allowed_imports_in_docs_architecture_md_hold():
+    """The table is the rule: every package has a row, imports only what its row allows, and the
+    rows themselves draw no circle (a package listed as allowed cannot allow its importer back)."""
+    allowed = allowed_imports()
+    graph = package_graph()
+    assert set(graph) - set(allowed) == set(), "packages the table does not describe"
+    assert set(allowed) - set(graph) == set(), "rows for packages that do not exist"
+    breaches = {p: sorted(found - allowed[p]) for p, found in graph.items()
+                if "*" not in allowed[p] and found - allowed[p]}
+    assert breaches == {}
+    assert find_cycle({p: a - {"*"} for p, a in allowed.items()}) is None
+
+
+def test_the_table_reader_sees_a_breach():
+    """A check that cannot fail proves nothing: drop one allowed import and it must fail."""
+    allowed, graph = allowed_imports(), package_graph()
+    judges = set(allowed["judges"])
+    allowed["judges"] = judges - {"store"}
+    assert "store" in graph["judges"] and not graph["judges"] <= allowed["judges"]

@@ -27,7 +27,7 @@ from openai_server import OpenAITestServer
 from judgeblender.calls import CallRequest, Message
 from judgeblender.judges import Judge, JudgeSpec, judge_pairs
 from judgeblender.judges.outputs import final_labels, write_details, write_qrels_file
-from judgeblender.judges.ray_executor import WorkerPlan, plan_workers
+from judgeblender.backends.ray_executor import WorkerPlan, plan_workers
 from judgeblender.pairs import read_corpus, read_pairs, read_queries
 from judgeblender.store import CallStore
 
@@ -121,7 +121,7 @@ def test_worker_plan_from_the_judges_options():
 
 @pytest.mark.ray
 def test_scripted_judge_same_output_with_and_without_ray(cluster, tmp_path, tiny):
-    from judgeblender.judges.ray_executor import ray_judge
+    from judgeblender.judges.ray_judges import ray_judge
 
     model = tmp_path / "model.json"
     model.write_text(json.dumps(SCRIPT))
@@ -185,7 +185,7 @@ def test_300_served_pairs_two_workers_identical_then_zero_calls(cluster, tmp_pat
 
 @pytest.mark.ray
 def test_a_worker_killed_mid_run_loses_nothing(cluster, tmp_path, dataset):
-    from judgeblender.judges.ray_executor import ray_judge
+    from judgeblender.judges.ray_judges import ray_judge
 
     queries, corpus, pairs = load(dataset)
     pairs = pairs[:120]
@@ -598,7 +598,7 @@ class _FlakyClientRay:
 
 
 def test_a_ray_client_join_whose_client_server_failed_to_start_is_tried_again_and_said(capsys):
-    from judgeblender.judges.ray_executor import CLIENT_JOIN_ATTEMPTS, CLIENT_SERVER_FAILED, _join
+    from judgeblender.backends.ray_executor import CLIENT_JOIN_ATTEMPTS, CLIENT_SERVER_FAILED, _join
 
     failed = f"{CLIENT_SERVER_FAILED}. See ray_client_server_23000.err for detailed logs."
     ray = _FlakyClientRay(CLIENT_JOIN_ATTEMPTS - 1, failed)

@@ -84,7 +84,7 @@ def run_in_thread(judge, pairs, queries, corpus, store_path: Path) -> tuple[thre
 
 
 def test_calls_reach_each_worker_in_batches_no_larger_than_its_share(cluster, tmp_path):
-    from judgeblender.judges.ray_executor import ray_judge
+    from judgeblender.judges.ray_judges import ray_judge
 
     queries, corpus, pairs = inputs(200)
     with OpenAITestServer("##final score: 2", delay_s=0.05, max_requests=1000) as server:
@@ -107,7 +107,7 @@ def test_calls_reach_each_worker_in_batches_no_larger_than_its_share(cluster, tm
 
 
 def test_an_answer_is_stored_while_a_slower_call_of_its_batch_is_still_out(cluster, tmp_path):
-    from judgeblender.judges.ray_executor import ray_judge
+    from judgeblender.judges.ray_judges import ray_judge
 
     release = threading.Event()
 
@@ -136,7 +136,7 @@ def test_an_answer_is_stored_while_a_slower_call_of_its_batch_is_still_out(clust
 
 
 def test_a_worker_killed_mid_batch_asks_again_only_its_unanswered_calls(cluster, tmp_path):
-    from judgeblender.judges.ray_executor import ray_judge
+    from judgeblender.judges.ray_judges import ray_judge
 
     release = threading.Event()
     asked: Counter[str] = Counter()

@@ -96,7 +96,7 @@ def driver_packs(monkeypatch) -> list[int]:
 @pytest.mark.parametrize("mode", ["generate", "logprobs"])
 def test_the_workers_make_the_rows_and_the_store_holds_what_the_driver_would_have_made(
         cluster, tmp_path, monkeypatch, mode):
-    from judgeblender.judges.ray_executor import ray_judge
+    from judgeblender.judges.ray_judges import ray_judge
 
     queries, corpus, pairs = inputs(120)
     packs = driver_packs(monkeypatch)
@@ -173,7 +173,7 @@ def test_parts_made_against_another_dictionary_are_not_used(tmp_path):
 
 @pytest.mark.ray
 def test_a_store_that_redacts_passages_takes_no_prompt_from_the_workers(cluster, tmp_path, monkeypatch):
-    from judgeblender.judges.ray_executor import ray_judge
+    from judgeblender.judges.ray_judges import ray_judge
 
     queries, corpus, pairs = inputs(40)
     with OpenAITestServer("##final score: 1", max_requests=200) as server:

@@ -83,7 +83,7 @@ def test_blend_cli_takes_the_tiebreakers_labels_from_a_file_and_reports_pairs_de
 def test_when_judging_the_tiebreaker_is_called_on_the_consulted_pairs_only(tiny):
     from judgeblender.backends.scripted import ScriptedBackend
     from judgeblender.judges import Judge, JudgeSpec
-    from judgeblender.panels.tiebreak_run import run_tiebreaker
+    from judgeblender.panels.run_panel import run_tiebreaker
     from judgeblender.pairs import read_corpus, read_queries
 
     rows = [(("q1", "d1"), {"a": 3, "b": 3}),   # agree: not asked

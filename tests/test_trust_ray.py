@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from openai_server import OpenAITestServer
 
-from judgeblender.judges.ray_executor import MAX_RESTARTS
+from judgeblender.backends.ray_executor import MAX_RESTARTS
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 N = 60

@@ -257,7 +257,7 @@ def test_a_20_mb_passage_judged_on_ray_workers_is_cut_from_its_head(monkeypatch)
     ray = pytest.importorskip("ray")
     from openai_server import OpenAITestServer
 
-    from judgeblender.judges.ray_executor import RayBackend
+    from judgeblender.backends.ray_executor import RayBackend
 
     src = str(Path(__file__).resolve().parents[1] / "src")
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")

@@ -8,10 +8,11 @@ DataFrames, qrels dicts, ir_measures Qrel tuples or files (convert.py). The eval
 equals a sub-package's or module's name: importing `judgeblender.report` would replace a
 function `report` (tests/test_exports.py imports every module and checks).
 
-The flow reads off the sub-packages: pairs -> judges (backends, prompts) -> parse -> store
--> blend -> evaluate. Under them, ground-floor modules that import nothing of the project but
-each other: calls (call types and keys), hashing, fileio (atomic writes), paths (caches) and
-kappa. Nothing here imports the command line (cli/).
+The flow reads off the sub-packages: pairs -> judges (prompts, backends, parse, store) ->
+blend -> panels (judges and their blend) -> evaluate, report. Under them, ground-floor modules
+that import nothing of the project but each other: errors, calls (call types and keys), hashing,
+fileio (atomic writes), paths (caches) and kappa. Nothing here imports the command line (cli/).
+docs/architecture.md says what each package does and may import (a test holds the code to it).
 """
 
 from __future__ import annotations

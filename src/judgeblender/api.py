@@ -29,35 +29,42 @@ from .evaluate import agreement as agreement_report
 from .evaluate.intervals import CONFIDENCE
 from .evaluate.leaderboard import DEFAULT_MEASURES
 from .evaluate.scope import DEFAULT_MIN_JUDGED
-from .judges import JudgeRun, JudgeSpec, build_judge, judge_pairs, resolve_pairs, summary_rows
+from .judges import JudgeRun, JudgeSpec, resolve_pairs, summary_rows
+from .judges.engine import WINDOW
+from .judges.judge import DEFAULT_MIN_CHOICE_MASS, check_distinct_ids, check_mode, spec_id
 from .backends.registry import command_options, is_scorer
+from .panels.judging import JudgedFiles, RunOptions, judge_in_memory, judge_to_files
 from .panels.panel import Panel, ballots_from_run, get_panel
-from .panels.panel_file import MODES
 from .pairs import Pair
 from .pairs.texts import is_missing
 
-JudgeLike = "str | JudgeSpec | Mapping[str, Any]"
-
-
 # -- panels ---------------------------------------------------------------------------------
 
-def _spec(judge: Any, prompt: str, mode: str, options: Mapping[str, Any]) -> JudgeSpec:
+def _spec(judge: Any, prompt: str, run: RunOptions) -> JudgeSpec:
     """A JudgeSpec from a model string, a dict of JudgeSpec fields, or a JudgeSpec (kept as is).
-    `prompt` and `mode` are defaults for LLM judges only: a scorer (embed:, cross:) has neither."""
+    `prompt` and the run's mode are defaults for LLM judges only: a scorer (embed:, cross:) has
+    neither; the run's seed, fallback, invalid-answer policy and least choice mass are defaults
+    for every judge given as a string or a dict."""
     if isinstance(judge, JudgeSpec):
         return judge
     if isinstance(judge, str):
         judge = {"model": judge}
     if not isinstance(judge, Mapping) or "model" not in judge:
         raise ArgumentError("judges", "each judge a model string, a JudgeSpec or a dict with a 'model'", judge)
-    fields = dict(judge)
-    fields["options"] = {**command_options(fields["model"], options), **fields.get("options", {})}
+    fields = {**run.spec_fields(), **judge}
+    fields["options"] = {**command_options(fields["model"], run.backend), **fields.get("options", {})}
     if is_scorer(fields["model"]):
         fields.setdefault("id", fields["model"])
     else:
         fields.setdefault("prompt", prompt)
-        fields.setdefault("mode", mode)
+        fields.setdefault("mode", run.mode)
     return JudgeSpec(**fields)
+
+
+def _backend_options(options: Any) -> dict[str, Any]:
+    if options is not None and not isinstance(options, Mapping):
+        raise ArgumentError("options", "a dict of backend options, or None", options)
+    return dict(options or {})
 
 
 def panel(judges: Any, *, prompt: str = "umbrela", mode: str = "generate",
@@ -66,23 +73,27 @@ def panel(judges: Any, *, prompt: str = "umbrela", mode: str = "generate",
     or a list of judges (model strings, JudgeSpecs, dicts of JudgeSpec fields)."""
     if isinstance(judges, Panel):
         return judges
+    return _panel(judges, prompt, RunOptions(mode=check_mode(mode), backend=_backend_options(options)), models)
+
+
+def _panel(judges: Any, prompt: str, run: RunOptions, models: Sequence[str] | None = None) -> Panel:
+    """`panel`, its judges declared with the run's options (`judge` passes its own)."""
+    if isinstance(judges, Panel):
+        return judges
     arguments.text("prompt", prompt)
-    arguments.one_of("mode", mode, MODES)
-    if options is not None and not isinstance(options, Mapping):
-        raise ArgumentError("options", "a dict of backend options, or None", options)
-    options = dict(options or {})
     if isinstance(judges, (str, Path)):
-        return get_panel(str(judges), list(models) if models else None, mode, options)
+        try:
+            return get_panel(str(judges), list(models) if models else None, run.mode, dict(run.backend),
+                             **run.spec_fields())
+        except ArgumentError as exc:  # the preset's name is what this function calls `judges`
+            raise exc.renamed("judges") if exc.argument == "panel" else exc from None
     if isinstance(judges, (bytes, Mapping)) or not isinstance(judges, Iterable):
         raise ArgumentError("judges", "a panel preset, a panel TOML file, a Panel or a list of judges", judges)
-    specs = [_spec(j, prompt, mode, options) for j in judges]
+    specs = [_spec(j, prompt, run) for j in judges]
     if not specs:
         raise ArgumentError("judges", "at least one judge", judges)
-    ids = [s.id or f"{s.model}/{s.prompt}/{s.mode}" for s in specs]
-    specs = [replace(s, id=i) for s, i in zip(specs, ids)]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise JudgeblenderError(f"two judges share the id {dupes[0]!r}: give each a distinct id")
+    specs = [replace(s, id=spec_id(s)) for s in specs]
+    check_distinct_ids((s.id for s in specs), "judges")
     return Panel(name="judges", judges=specs, source="a list of judges")
 
 
@@ -128,9 +139,21 @@ def _inputs(pairs: Any, queries: Any, corpus: Any) -> tuple[list[tuple[str, str]
     return keys, dict(queries), dict(corpus)
 
 
+def _optional_path(name: str, value: Any) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, (str, Path)) or not str(value).strip():
+        raise ArgumentError(name, "a file path, or None", value)
+    return Path(value)
+
+
 def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = None, corpus: Any = None,
           prompt: str = "umbrela", mode: str = "generate", options: Mapping[str, Any] | None = None,
-          store: Any = None, skip_missing: bool = False, progress: bool | None = None) -> Judged:
+          store: Any = None, skip_missing: bool = False, progress: bool | None = None, seed: int = 0,
+          allow_fallback: bool = False, invalid_policy: str = "retry-once",
+          min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS, redact: bool = False, batch_read: Any = None,
+          batch_write: Any = None, ray: str | None = None, ray_workers: int | None = None, out: Any = None,
+          details: Any = None, window: int = WINDOW) -> Judged | JudgedFiles:
     """Judge every pair with every judge; calls are cached in `store` (a path or a CallStore).
 
     `pairs`: a DataFrame (qid, docid, query, passage, or PyTerrier's qid, docno, query, text; or
@@ -140,28 +163,45 @@ def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = Non
     the judges given as strings or dicts (prompt and mode for LLM judges only); `mode` defaults
     to "generate", as `judgeblender judge --mode` does. `store=None` keeps nothing (the CLI
     writes judgments.sqlite): pass a path to make re-runs free. `progress`: the CLI's progress
-    bar on stderr or in the notebook cell; None shows it in a terminal or a notebook only."""
+    bar on stderr or in the notebook cell; None shows it in a terminal or a notebook only.
+
+    Everything `judgeblender judge` does is here, through the same code (panels/judging.py):
+    `seed`, `allow_fallback`, `invalid_policy` and `min_choice_mass` are every judge's defaults
+    (its flags --seed, --allow-fallback, --invalid, --min-choice-mass); `redact` keeps no passage
+    in a store opened from a path; `batch_read`/`batch_write` answer the calls from a Batch API
+    output file or write the unanswered ones to a requests file; `ray` (local, auto, HOST:PORT,
+    ray://HOST:PORT) runs the calls on a Ray cluster with `ray_workers` workers. Possible prompt
+    injections are flagged in the result's `flagged` (labels stay as judged). With `out`, the
+    run writes the qrels to `out` and every pair's details beside it (or to `details`) as the
+    CLI does, `window` pairs at a time, blended when `judges` is a panel or several judges, and
+    returns what was written (a JudgedFiles: out, details, judged, flagged, summary())."""
     from .progress import RichReporter, default_enabled
-    from .store import CallStore
 
     arguments.flag("skip_missing", skip_missing)
     if progress is not None:
         arguments.flag("progress", progress)
-    the_panel = panel(judges, prompt=prompt, mode=mode, options=options)
+    run = RunOptions(mode=check_mode(mode), seed=seed, allow_fallback=allow_fallback, invalid_policy=invalid_policy,
+                     min_choice_mass=min_choice_mass, backend=_backend_options(options), skip_missing=skip_missing,
+                     redact=redact, batch_read=_optional_path("batch_read", batch_read),
+                     batch_write=_optional_path("batch_write", batch_write), ray=ray, ray_workers=ray_workers,
+                     window=window).check()
+    out_path, details_path = _optional_path("out", out), _optional_path("details", details)
+    if details_path is not None and out_path is None:
+        raise ArgumentError("details", "None unless out is given (the details file sits beside the qrels)", details)
+    the_panel = _panel(judges, prompt, run)
     keys, query_texts, passages = _inputs(pairs, queries, corpus)
     if not keys:  # an empty table would look like a judged run
         raise ArgumentError("pairs", "at least one (qid, docid) pair to judge", pairs)
     # the engine checks again; here it runs before a store file is made or a model loaded
-    resolve_pairs([Pair(*k) for k in keys], query_texts, passages, skip_missing)
-    opened = CallStore(store) if isinstance(store, (str, Path)) else None
-    try:
-        with RichReporter(default_enabled() if progress is None else progress) as reporter:
-            run = judge_pairs(the_panel.judges, keys, query_texts, passages, opened or store, reporter,
-                              skip_missing=skip_missing)
-    finally:
-        if opened is not None:
-            opened.close()
-    return Judged(run, the_panel)
+    listed = [Pair(*k) for k in keys]
+    resolve_pairs(listed, query_texts, passages, skip_missing)
+    reporter = RichReporter(default_enabled() if progress is None else progress)
+    if out_path is not None:  # the CLI's outputs: one judge's labels, or a panel's blend
+        one = the_panel.source == "a list of judges" and len(the_panel.judges) == 1
+        return judge_to_files(the_panel.judges[0] if one else the_panel, listed, query_texts, passages, out_path,
+                              details_path, store, run, reporter)
+    done = judge_in_memory(the_panel.judges, listed, query_texts, passages, store, run, reporter)
+    return Judged(done.run, the_panel, done.flagged, done.batch_written)
 
 
 @dataclass
@@ -170,6 +210,10 @@ class Judged:
 
     run: JudgeRun
     panel: Panel
+    # pairs whose passage may hold a prompt injection, with what was found (labels stay as judged)
+    flagged: dict[Pair, list] = field(default_factory=dict)
+    # the Batch API requests written with batch_write, per file (None without it)
+    batch_written: dict[Path, int] | None = None
 
     @property
     def judges(self) -> list[str]:

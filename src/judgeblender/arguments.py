@@ -75,6 +75,21 @@ def share(name: str, value: Any) -> float:
     return float(value)
 
 
+def number_from_to(name: str, value: Any, low: float, high: float) -> float:
+    """A real number from `low` to `high`, both included (a share such as min_choice_mass in
+    [0, 1]): NaN, a string or a bool is refused."""
+    want = f"a number from {low:g} to {high:g}"
+    if _is_bool(value) or not isinstance(value, Real) or math.isnan(value) or not low <= value <= high:
+        raise ArgumentError(name, want, value)
+    return float(value)
+
+
+def confidence(value: Any, name: str = "confidence") -> float:
+    """The confidence level of an interval, strictly between 0 and 1: the one check of it, for
+    every function that gives an interval (agreement, correlate, the estimates, the experiment)."""
+    return number_between(name, value, 0, 1)
+
+
 def flag(name: str, value: Any) -> bool:
     """True or False: a string such as "no" would be true."""
     if not _is_bool(value):

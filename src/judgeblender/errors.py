@@ -80,6 +80,17 @@ class ArgumentError(JudgeblenderError, ValueError):
             msg += f"; {hint}"
         super().__init__(msg)
 
+    def renamed(self, argument: str) -> ArgumentError:
+        """The same error told of `argument` (the CLI's flag for a library argument): the rest of
+        the message, and every field but the name, stay as they are."""
+        message = str(self)
+        other = type(self).__new__(type(self))  # not copy.copy: it would call __init__ with the message alone
+        other.__dict__.update(self.__dict__)
+        other.argument = argument
+        Exception.__init__(other, argument + message[len(self.argument):] if message.startswith(self.argument)
+                           else message)
+        return other
+
 
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .errors import ArgumentError
+
 WEIGHTS = (None, "linear", "quadratic")
 
 
@@ -34,7 +36,7 @@ def confusion_matrix(a: Sequence[int], b: Sequence[int], labels: Sequence[int]) 
 
 def _disagreement_weights(k: int, weights: str | None) -> np.ndarray:
     if weights not in WEIGHTS:
-        raise ValueError(f"unknown kappa weights {weights!r}; use one of {WEIGHTS}")
+        raise ArgumentError("weights", f"one of {WEIGHTS}", described=f"unknown kappa weights {weights!r}")
     i, j = np.indices((k, k))
     if weights is None:
         return (i != j).astype(int)

@@ -14,7 +14,7 @@ import os
 import sqlite3
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .errors import InputError, JudgeblenderError
@@ -159,10 +159,19 @@ def distinct_outputs(written: Iterable[tuple[str, str | Path]]) -> None:
                                     "writes must be different files (one would overwrite the other)")
 
 
-def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = False) -> Path:
+def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = False,
+                 newest: int | None = None, opener: Callable[[Path], sqlite3.Connection] | None = None) -> Path:
     """A judgeblender store: an existing one (SQLite with our schema, or an empty file unless the
     command only reads it), or, when writing, a new file in a writable folder. Never another
-    program's SQLite database or another kind of file, which opening as a store would change."""
+    program's SQLite database or another kind of file, which opening as a store would change.
+
+    `newest`: the newest schema version this judgeblender reads (len(store.migrations.MIGRATIONS),
+    given by the caller: this module sits below store/, which uses it); a store of a later
+    version is refused. None leaves that to the store, which checks it when it opens.
+    `opener`: how the store is read (store.calls.open_read_only, given by the caller for the same
+    reason): as SQLite reads it, write-ahead log included, so a store whose last commits are still
+    in its log is whole, not damaged. None: the store file alone, read-only and immutable (for a
+    caller below store/; it may miss commits still in a log)."""
     path = Path(path)
     kind = _kind(path)
     if kind == "no such file":
@@ -179,13 +188,11 @@ def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = Fals
     if not head and read_only:  # opening it would write an empty store's schema into it
         raise InputError(path, None, "a judgeblender store", "an empty file")
     if head:
-        from .store.calls import open_read_only
-        from .store.migrations import MIGRATIONS
-
         try:
             # read as SQLite reads it, write-ahead log included: a store whose commits are still in
             # its log (a full disk stopped the checkpoint, a process was killed) is whole, not damaged
-            db = open_read_only(path)
+            db = opener(path) if opener is not None else sqlite3.connect(
+                f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
             try:
                 version = db.execute("PRAGMA user_version").fetchone()[0]
                 tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
@@ -200,8 +207,8 @@ def sqlite_store(path: str | Path, *, write: bool = True, read_only: bool = Fals
         if (version == 0 and tables) or (version > 0 and not {"key", "raw_output"} <= columns):
             # migrating another program's database would change it
             raise InputError(path, None, "a judgeblender store", f"another SQLite database (tables: {', '.join(tables[:5])})")
-        if version > len(MIGRATIONS):
-            raise InputError(path, None, f"a store of schema version {len(MIGRATIONS)} or older (upgrade judgeblender)",
+        if newest is not None and version > newest:
+            raise InputError(path, None, f"a store of schema version {newest} or older (upgrade judgeblender)",
                              f"version {version}")
     if write:
         _probe_dir(path.absolute().parent, path, "a store")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import validate
-from ..errors import BackendError, CallDeferred, JudgeblenderError
+from ..errors import ArgumentError, BackendError, CallDeferred, JudgeblenderError
 from ..calls import CallRequest, CallResult, call_key
 from ..fileio import atomic_write_text
 from .base import Backend
@@ -204,8 +204,9 @@ def use_batch_files(judges: list, read: Path | None, write: Path | BatchRequests
     for judge in judges:
         backend = getattr(judge, "backend", None)
         if not isinstance(backend, OpenAICompatBackend):
-            raise JudgeblenderError(f"judge {judge.id}: --batch-read/--batch-write work with served models "
-                                    "(openai:MODEL), whose providers have a Batch API")
+            raise ArgumentError("batch_write" if write is not None else "batch_read",
+                                "served judges (openai:MODEL): Batch API files work with served models, whose "
+                                "providers have a Batch API", described=f"the judge {judge.id}")
         served.append(backend)
     if queue is not None:
         if read is not None:

@@ -4,7 +4,7 @@ from .blender import Blender, BlendResult, blend
 from .load import judge_id_for, load_ballots, load_details, load_qrels_ballots
 from .probability import DEFAULT_THRESHOLDS
 from .registry import METHODS, Method, get_method
-from .ties import TIE_RULES, Decision, TieBreaker
+from .tie_rules import TIE_RULES, Decision, TieBreaker
 from .votes import ABSTAIN, LABELS, BallotTable, Vote, merge_tables
 
 __all__ = [

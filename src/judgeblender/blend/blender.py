@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ArgumentError
 from .probability import DEFAULT_THRESHOLDS, check_thresholds
 from .registry import Context, Method, get_method
-from .ties import NO_VOTES, TIE_RULES, Decision, TieBreaker
+from .tie_rules import NO_VOTES, TIE_RULES, Decision, TieBreaker
 from .votes import BallotTable, Vote, as_vote
 from .weighted import check_weights
 
@@ -126,13 +127,15 @@ class Blender:
         self.tie_rule = tie
         self.tiebreaker = TieBreaker(tie, seed)
         if self.method.needs_weights and weights is None:
-            raise ValueError(f"method {method} needs a weight for every judge")
+            raise ArgumentError("weights", f"a weight for every judge (method {method} needs them)", None)
         if weights is not None and not self.method.needs_weights:
-            raise ValueError(f"method {method} does not use weights; use 'weighted'")
+            raise ArgumentError("weights", "no weights", weights, hint=f"method {method} does not use weights; use "
+                                                                      "'weighted'")
         self.weights = dict(weights or {})
         self.thresholds = check_thresholds(thresholds)
         if tuple(self.thresholds) != DEFAULT_THRESHOLDS and not self.method.uses_thresholds:
-            raise ValueError(f"method {method} does not use thresholds; use 'prob-expected'")
+            raise ArgumentError("thresholds", "the default thresholds", list(self.thresholds),
+                                hint=f"method {method} does not use thresholds; use 'prob-expected'")
 
     def _context(self, judges: Sequence[str]) -> Context:
         weights = check_weights(self.weights, judges) if self.method.needs_weights else {}
@@ -144,7 +147,9 @@ class Blender:
         For `weighted`, the weights must name exactly the judges in `votes`.
         """
         if self.method.pair_rule is None:
-            raise ValueError(f"{self.method.name} is fitted across pairs; blend a whole BallotTable instead")
+            raise ArgumentError("method", "a per-pair method here (Blender.vote)",
+                                described=f"{self.method.name}, which is fitted across pairs: blend a whole "
+                                          "BallotTable instead")
         context = self._context(list(votes))
         valid = {j: v for j, v in ((j, as_vote(v)) for j, v in votes.items()) if v.label is not None}
         if not valid:

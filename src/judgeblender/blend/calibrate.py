@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..kappa import cohen_kappa
 from .blender import Blender
 from .probability import DEFAULT_THRESHOLDS, cut, expected_score
@@ -40,7 +41,7 @@ def gold_vector(table: BallotTable, gold: Mapping[str, Mapping[str, int]]) -> np
         if label is None:
             continue
         if label not in LABELS:
-            raise ValueError(f"gold label {label!r} of {qid} {docid} is not one of {list(LABELS)}")
+            raise ArgumentError("gold", f"labels in {list(LABELS)}", described=f"the label {label!r} for {qid} {docid}")
         out[i] = label
     return out
 
@@ -138,11 +139,12 @@ def fit_blend(table: BallotTable, gold: Mapping[str, Mapping[str, int]], learner
               *, tie: str = "avg", seed: int | None = 0) -> LearnedBlend:
     """Fit a learner (see the module docstring) on the table's pairs that have a gold label."""
     if learner not in LEARNERS:
-        raise ValueError(f"unknown learner {learner!r}; choose one of {', '.join(LEARNERS)}")
+        raise ArgumentError("learner", f"one of {', '.join(LEARNERS)}", described=f"unknown learner {learner!r}")
     y = gold_vector(table, gold)
     rows = np.flatnonzero((y != ABSTAIN) & table.voted.any(axis=1))
     if len(rows) == 0:
-        raise ValueError("no pair has both a gold label and a judge's vote: nothing to learn from")
+        raise ArgumentError("gold", "labels of pairs the judges voted on",
+                            described="no pair has both a gold label and a judge's vote: nothing to learn from")
     learned = LearnedBlend(learner, tuple(table.judges), tie, seed)
     if learner == "weights":
         weights = {}
@@ -151,7 +153,9 @@ def fit_blend(table: BallotTable, gold: Mapping[str, Mapping[str, int]], learner
             kappa = cohen_kappa(y[mine], table.labels[mine, j])
             weights[judge] = max(kappa, 0.0) if np.isfinite(kappa) else 0.0
         if not any(weights.values()):
-            raise ValueError("no judge agrees with the gold labels better than chance on the training pairs")
+            raise ArgumentError("gold", "labels some judge agrees with better than chance",
+                                described="no judge agrees with the gold labels better than chance on the training "
+                                          "pairs")
         learned.weights = weights
     elif learner == "thresholds":
         learned.thresholds = learn_thresholds(expected_scores(table)[rows], y[rows])
@@ -209,7 +213,8 @@ def evaluate_split(train: BallotTable, test: BallotTable, gold: Mapping[str, Map
     test_q = set(test.query_ids())
     shared = train_q & test_q
     if shared:
-        raise ValueError(f"train and test share queries {sorted(shared)[:5]}: splits must be by query")
+        raise ArgumentError("test", "pairs of other queries than train's (splits must be by query)",
+                            described=f"train and test share queries {sorted(shared)[:5]}")
     learned = fit_blend(train, gold, learner, tie=tie, seed=seed)
     blend_pred = learned.predict(test)
     mv_pred = Blender("mv", tie=tie, seed=seed).blend(test).labels
@@ -268,7 +273,8 @@ def cross_validate(table: BallotTable, gold: Mapping[str, Mapping[str, int]], le
     groups = table.query_ids()
     n_queries = len(set(groups))
     if n_queries < folds:
-        raise ValueError(f"{folds} folds need at least {folds} queries with gold labels, got {n_queries}")
+        raise ArgumentError("folds", f"at most as many folds as queries with gold labels ({n_queries})", folds,
+                            hint=f"{folds} folds need at least {folds} queries with gold labels")
     # No shuffling: GroupKFold balances fold sizes deterministically (and works on every
     # scikit-learn the project supports); the seed only drives random tie-breaking.
     splitter = GroupKFold(n_splits=folds)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import require
-from .ties import NO_VOTES, Decision, TieBreaker, top_labels
+from ..errors import ArgumentError, require
+from .tie_rules import NO_VOTES, Decision, TieBreaker, top_labels
 from .votes import LABELS, BallotTable
 
 N_ITER = 100  # crowd-kit's default number of EM iterations, and its tolerance below
@@ -37,7 +37,7 @@ def _posteriors(table: BallotTable, model: str):
         with np.errstate(divide="ignore"):
             fitted = classification.GLAD(n_iter=N_ITER, tol=TOL, silent=True).fit(data)
     else:
-        raise ValueError(f"unknown crowd model {model!r}")
+        raise ArgumentError("model", "dawid-skene or glad", described=f"unknown crowd model {model!r}")
     # A label nobody used gets no column from crowd-kit: its posterior is 0.
     return fitted.probas_.reindex(columns=list(LABELS), fill_value=0.0)
 

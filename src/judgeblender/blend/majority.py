@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .ties import Decision, TieBreaker
+from .tie_rules import Decision, TieBreaker
 from .votes import Vote
 
 

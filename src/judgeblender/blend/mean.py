@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .ties import Decision, round_half_even, round_half_up
+from .tie_rules import Decision, round_half_even, round_half_up
 from .votes import Vote
 
 

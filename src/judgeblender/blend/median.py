@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .ties import Decision, TieBreaker
+from .tie_rules import Decision, TieBreaker
 from .votes import Vote
 
 

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .ties import Decision, TieBreaker, top_labels
+from ..errors import ArgumentError
+from .tie_rules import Decision, TieBreaker, top_labels
 from .votes import LABELS, N_LABELS, Vote
 
 DEFAULT_THRESHOLDS: tuple[float, ...] = (0.5, 1.5, 2.5)
@@ -21,9 +22,10 @@ def check_thresholds(thresholds: Sequence[float]) -> tuple[float, ...]:
     """Cut points between consecutive labels: one fewer than the labels, finite, increasing."""
     values = tuple(float(t) for t in thresholds)
     if len(values) != N_LABELS - 1:
-        raise ValueError(f"need {N_LABELS - 1} thresholds (between labels {list(LABELS)}), got {len(values)}")
+        raise ArgumentError("thresholds", f"{N_LABELS - 1} thresholds (between labels {list(LABELS)})",
+                            described=f"{len(values)}: {list(values)}")
     if not all(math.isfinite(t) for t in values) or any(b <= a for a, b in zip(values, values[1:])):
-        raise ValueError(f"thresholds must be finite and strictly increasing, got {list(values)}")
+        raise ArgumentError("thresholds", "finite thresholds, strictly increasing", list(values))
     return values
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from . import crowd, majority, mean, median, pooling, probability, weighted
+from ..errors import ArgumentError
+from . import crowd, extremes, majority, mean, median, probability, weighted
 from .probability import DEFAULT_THRESHOLDS
-from .ties import Decision, TieBreaker
+from .tie_rules import Decision, TieBreaker
 from .votes import BallotTable, Vote
 
 
@@ -49,8 +50,8 @@ _METHODS = [
            lambda v, c: mean.average_vote_even(v)),
     Method("median", "middle label; with an even count two different middles go to the tie rule",
            lambda v, c: median.median_vote(v, c.tie), uses_tie=True),
-    Method("max", "highest label (most lenient judge)", lambda v, c: pooling.max_vote(v)),
-    Method("min", "lowest label (strictest judge)", lambda v, c: pooling.min_vote(v)),
+    Method("max", "highest label (most lenient judge)", lambda v, c: extremes.max_vote(v)),
+    Method("min", "lowest label (strictest judge)", lambda v, c: extremes.min_vote(v)),
     Method("weighted", "label with the largest sum of its voters' weights; ties go to the tie rule",
            lambda v, c: weighted.weighted_vote(v, c.tie, c.weights), uses_tie=True, needs_weights=True),
     Method("prob-argmax", "argmax of the judges' averaged label distributions; ties go to the tie rule",
@@ -70,4 +71,4 @@ def get_method(name: str) -> Method:
     try:
         return METHODS[name]
     except KeyError:
-        raise ValueError(f"unknown blend method {name!r}; choose one of {', '.join(METHODS)}") from None
+        raise ArgumentError("method", f"one of {', '.join(METHODS)}", described=f"unknown blend method {name!r}") from None

@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..kappa import cohen_kappa, fold_mean_se
 from .blender import Blender, fitted_blender
-from .votes import ABSTAIN, LABELS, N_LABELS, BallotTable
+from .votes import ABSTAIN, N_LABELS, BallotTable
 
 EXHAUSTIVE_MAX = 8  # candidate judges up to which every subset is scored
 DEFAULT_TIME_LIMIT = 120.0  # seconds for a greedy search
@@ -80,7 +81,7 @@ def _tie_pick(top: np.ndarray, tie: str) -> np.ndarray:
     total = (top * idx).sum(axis=1)
     if tie == "avg":
         return (2 * total + count) // np.maximum(2 * count, 1)
-    raise ValueError(f"the fast path has no tie rule {tie!r}")
+    raise ArgumentError("tie", "a tie rule the fast path has", tie)
 
 
 def fast_labels(labels: np.ndarray, method: str, tie: str = "avg", weights: np.ndarray | None = None) -> np.ndarray:
@@ -116,7 +117,7 @@ def fast_labels(labels: np.ndarray, method: str, tie: str = "avg", weights: np.n
         top[np.arange(len(rows)), hi] = True
         out[rows] = _tie_pick(top, tie)
     else:
-        raise ValueError(f"the fast path has no method {method!r}")
+        raise ArgumentError("method", "a method the fast path has", method)
     return out
 
 
@@ -289,7 +290,8 @@ def select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, folds: 
     n_queries = len({q for (q, _), g in zip(table.pairs, y) if g >= 0})
     k = max(2, min(folds, n_queries))
     if n_queries < 2:
-        raise ValueError(f"selection needs at least 2 queries with gold labels, got {n_queries}")
+        raise ArgumentError("gold", "labels of at least 2 queries (selection folds by query)",
+                            described=f"labels of {n_queries}")
     scorer = _Scorer(table, y, query_folds(table, y, k), seed)
     warnings: list[str] = []
     scored: dict[tuple[str, ...], list[Choice]] = {}

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blender import BlendResult
-from .ties import Decision
 from .votes import ABSTAIN, N_LABELS, BallotTable, Pair
 
 DEFAULT_SPREAD = 2
@@ -139,9 +138,3 @@ def apply_tiebreaker(result: BlendResult, answers: Mapping[Pair, int | None], na
             outcomes.append(DECIDED)
             changed += int(answer) != d.label
     return TiebreakResult(result, name, spread, tuple(labels), tuple(outcomes), changed, margin)
-
-
-def decisions_of(tb: TiebreakResult) -> tuple[Decision, ...]:
-    """Per pair: the tie-breaker's label as a plain decision, else the panel's decision."""
-    return tuple(Decision(lab) if o == DECIDED else d
-                 for lab, o, d in zip(tb.labels, tb.outcomes, tb.panel.decisions))

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import ArgumentError
+
 LABELS: tuple[int, ...] = (0, 1, 2, 3)
 N_LABELS = len(LABELS)
 ABSTAIN = -1  # the cell value of an abstention in BallotTable.labels
@@ -28,7 +30,7 @@ class Vote:
 
     def __post_init__(self) -> None:
         if self.label is not None and (isinstance(self.label, bool) or self.label not in LABELS):
-            raise ValueError(f"a vote's label must be one of {list(LABELS)} or None, got {self.label!r}")
+            raise ArgumentError("label", f"one of {list(LABELS)} or None (a vote's label)", self.label)
         if self.probs is not None:
             object.__setattr__(self, "probs", normalize_probs(self.probs))
 
@@ -41,12 +43,12 @@ def normalize_probs(probs: Sequence[float]) -> tuple[float, ...]:
     """
     values = [float(p) for p in probs]
     if len(values) != N_LABELS:
-        raise ValueError(f"a distribution needs {N_LABELS} probabilities (labels {list(LABELS)}), got {len(values)}")
+        raise ArgumentError("probs", f"{N_LABELS} probabilities (labels {list(LABELS)})", described=str(len(values)))
     if not all(np.isfinite(p) and p >= 0 for p in values):
-        raise ValueError(f"probabilities must be finite and non-negative, got {values}")
+        raise ArgumentError("probs", "finite and non-negative probabilities", values)
     total = sum(values)
     if total <= 0:
-        raise ValueError("a distribution must put some mass on a label, got all zeros")
+        raise ArgumentError("probs", "a distribution with some mass on a label", described="all zeros")
     return tuple(p / total for p in values)
 
 
@@ -72,16 +74,18 @@ class BallotTable:
 
     def __post_init__(self) -> None:
         if len(set(self.judges)) != len(self.judges):
-            raise ValueError(f"judge ids must be unique, got {list(self.judges)}")
+            raise ArgumentError("judges", "distinct judge ids", list(self.judges))
         if len(set(self.pairs)) != len(self.pairs):
-            raise ValueError("each pair may appear once in a ballot table")
+            raise ArgumentError("pairs", "each pair once in a ballot table", described="a pair twice")
         if self.labels.shape != (len(self.pairs), len(self.judges)):
-            raise ValueError(f"labels must be {len(self.pairs)} x {len(self.judges)}, got {self.labels.shape}")
+            raise ArgumentError("labels", f"{len(self.pairs)} x {len(self.judges)} labels (pairs x judges)",
+                                described=f"the shape {self.labels.shape}")
         ok = np.isin(self.labels, (ABSTAIN, *LABELS))
         if not ok.all():
-            raise ValueError(f"labels must be in {list(LABELS)} or ABSTAIN, got {sorted(set(self.labels[~ok].tolist()))}")
+            raise ArgumentError("labels", f"labels in {list(LABELS)} or ABSTAIN", sorted(set(self.labels[~ok].tolist())))
         if self.probs is not None and self.probs.shape != (*self.labels.shape, N_LABELS):
-            raise ValueError(f"probs must be {(*self.labels.shape, N_LABELS)}, got {self.probs.shape}")
+            raise ArgumentError("probs", f"probabilities of the shape {(*self.labels.shape, N_LABELS)}",
+                                described=f"the shape {self.probs.shape}")
 
     @classmethod
     def from_votes(cls, rows: Iterable[tuple[Pair, Mapping[str, Vote | int | None]]],
@@ -104,7 +108,8 @@ class BallotTable:
         for i, (_, votes) in enumerate(rows):
             for judge, vote in votes.items():
                 if judge not in index:
-                    raise ValueError(f"vote from {judge!r}, who is not among the judges {list(judges)}")
+                    raise ArgumentError("rows", f"votes of the judges {list(judges)}",
+                                        described=f"a vote from {judge!r}, who is not among them")
                 if vote.label is None:
                     continue  # an abstainer's distribution, if any, is not a vote either
                 labels[i, index[judge]] = vote.label
@@ -157,13 +162,19 @@ class BallotTable:
         """The table restricted to some judges, in the order given."""
         missing = [j for j in judges if j not in self.judges]
         if missing:
-            raise ValueError(f"unknown judges {missing}; the table has {list(self.judges)}")
+            raise ArgumentError("judges", f"judges of the table ({', '.join(self.judges)})",
+                                described=f"unknown judges {missing}")
         cols = [self.judges.index(j) for j in judges]
         return BallotTable(
             self.pairs, tuple(judges), self.labels[:, cols],
             None if self.probs is None else self.probs[:, cols],
             {j: n for j, n in self.invalid.items() if j in judges},
         )
+
+    def renamed(self, names: Mapping[str, str]) -> BallotTable:
+        """The same table with some judges renamed (old id -> new id), the rest as they were."""
+        return BallotTable(self.pairs, tuple(names.get(j, j) for j in self.judges), self.labels, self.probs,
+                           {names.get(j, j): n for j, n in self.invalid.items()})
 
     def query_ids(self) -> np.ndarray:
         """The query id of every pair, as an array (the groups for splitting by query)."""
@@ -180,7 +191,8 @@ def merge_tables(tables: Sequence[BallotTable]) -> BallotTable:
     judges = [j for t in tables for j in t.judges]
     dupes = sorted({j for j in judges if judges.count(j) > 1})
     if dupes:
-        raise ValueError(f"the same judge id comes from two inputs: {', '.join(dupes)}")
+        raise ArgumentError("tables", "tables of distinct judges",
+                            described=f"the same judge id from two inputs: {', '.join(dupes)}")
     order: dict[Pair, int] = {}
     for t in tables:
         for pair in t.pairs:

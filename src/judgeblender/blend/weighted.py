@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from .ties import Decision, TieBreaker, top_labels
+from ..errors import ArgumentError
+from .tie_rules import Decision, TieBreaker, top_labels
 from .votes import Vote
 
 NO_WEIGHT = "only zero-weight votes"
@@ -16,17 +17,19 @@ def check_weights(weights: Mapping[str, float], judges: Sequence[str]) -> dict[s
     unknown = sorted(set(weights) - set(judges))
     missing = [j for j in judges if j not in weights]
     if unknown:
-        raise ValueError(f"weights name judges that are not in the jury: {', '.join(unknown)} (jury: {', '.join(judges)})")
+        raise ArgumentError("weights", f"a weight for each judge of the jury ({', '.join(judges)})",
+                            described=f"weights of judges not in the jury: {', '.join(unknown)}")
     if missing:
-        raise ValueError(f"no weight given for judges: {', '.join(missing)}")
+        raise ArgumentError("weights", f"a weight for each judge of the jury ({', '.join(judges)})",
+                            described=f"no weight given for judges: {', '.join(missing)}")
     out = {}
     for judge in judges:
         w = float(weights[judge])
         if not math.isfinite(w) or w < 0:
-            raise ValueError(f"weight of {judge} must be a finite number >= 0, got {weights[judge]!r}")
+            raise ArgumentError(f"weights[{judge!r}]", "a finite number >= 0", weights[judge])
         out[judge] = w
     if not any(out.values()):
-        raise ValueError("all weights are zero: nobody would vote")
+        raise ArgumentError("weights", "at least one weight above zero", described="all weights are zero: nobody would vote")
     return out
 
 

@@ -9,10 +9,11 @@ import typer
 
 from ..blend import METHODS, TIE_RULES, Blender, load_ballots
 from ..blend.weighted import check_weights
-from ..errors import shown
+from ..errors import ArgumentError, shown
 from ..pairs import read_pairs
 from ..pairs.qrels import write_qrels
 from .console import console, err_console
+from .usage import flags_of, option_error
 
 
 def parse_weights(text: str) -> dict[str, float]:
@@ -112,8 +113,8 @@ def register(app: typer.Typer) -> None:
                 weights=parse_weights(weights) if weights is not None else None,
                 **({"thresholds": parse_thresholds(thresholds)} if thresholds is not None else {}),
             )
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+        except ArgumentError as exc:
+            raise option_error(exc, flags_of(blend_command)) from None
         from .blend_panel import blend_tiebreaker
 
         judges, tb_args, tb_notes = blend_tiebreaker(panel, list(judges or []), tiebreaker, spread, margin)
@@ -131,8 +132,8 @@ def register(app: typer.Typer) -> None:
         if blender.method.needs_weights:
             try:  # only now is the jury known, so only now can the weights be matched to it
                 check_weights(blender.weights, table.judges)
-            except ValueError as exc:
-                raise typer.BadParameter(str(exc), param_hint="--weights") from None
+            except ArgumentError as exc:
+                raise option_error(exc, flags_of(blend_command)) from None
         result = blender.blend(table)
         qrels = result.qrels()
         if tb_args is not None:

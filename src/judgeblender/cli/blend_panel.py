@@ -20,6 +20,9 @@ from ..pairs.qrels import read_qrels_abstaining
 def panel_blender(path: Path, table: BallotTable) -> tuple[Blender, BallotTable, list[str]]:
     """The panel's blender and the table cut to its members; lines saying what was used and dropped."""
     panel = load_blend_panel(path)
+    # a member's labels written under the id it had before (judges/judge.py `former_ids`) are its own
+    table = table.renamed({old: j for j in panel.judges if j not in table.judges
+                           for old in panel.aliases.get(j, ()) if old in table.judges})
     missing = [j for j in panel.judges if j not in table.judges]
     if missing:
         raise InputError(path, None, f"a label file for every member of panel {panel.name} (name files NAME=PATH)",
@@ -66,7 +69,7 @@ def blend_tiebreaker(panel: Path | None, judges: list[str], tiebreaker: str | No
         if table is not None:
             notes.append(f"tie-breaker of panel {panel}: {table.id}, labels from {tiebreaker}")
     else:
-        own = [j for j in judges if parse_judge_arg(j)[0] == table.id]
+        own = [j for j in judges if parse_judge_arg(j)[0] in (table.id, *table.aliases)]
         if not own:
             raise InputError(panel, None, f"the labels of the panel's tie-breaker {table.id}: give "
                                           f"--tiebreaker {table.id}=PATH (or a label file {table.id}=PATH)",

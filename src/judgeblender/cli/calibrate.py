@@ -19,12 +19,6 @@ from .agree import check_invalid_labels
 from .console import console, err_console
 
 
-def _judge_fields(judge_id: str) -> tuple[str, str, str] | None:
-    """Judge ids are MODEL/PROMPT/MODE (a model string may itself hold slashes); None if not."""
-    parts = judge_id.rsplit("/", 2)
-    return (parts[0], parts[1], parts[2]) if len(parts) == 3 and ":" in parts[0] else None
-
-
 def panel_toml(cal: Calibration, chosen: Candidate, source: str, specs=None) -> str:
     lines = [f"# Written by `judgeblender calibrate` from {source}.",
              f"# Seed set: {cal.n_pairs} labelled pairs over {cal.n_queries} queries, {cal.folds} query folds.",

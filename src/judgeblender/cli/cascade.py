@@ -91,8 +91,8 @@ def register(app: typer.Typer) -> None:
         cheap_judges = [build_judge(JudgeSpec(model=m, options={**scorer_opts, **command_options(m, shared)}))
                         for m in cheap]
         opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, None)
-        llm_specs = [JudgeSpec(model=m, prompt=prompt, mode=mode, options=command_options(m, opts), id=f"{m}/{prompt}/{mode}",
-                               min_choice_mass=min_choice_mass) for m in models]
+        llm_specs = [JudgeSpec(model=m, prompt=prompt, mode=mode, options=command_options(m, opts),
+                               min_choice_mass=min_choice_mass) for m in models]  # ids: judges/judge.py spec_id
         make_judge = build_judge
         if ray_address is not None:  # the LLM judges' calls on Ray; the cheap scorers stay here
             from .ray_run import ray_done, ray_judges_cli

@@ -6,7 +6,8 @@ parameter, which check applies (a `--details` is an input of `blend` and an outp
 (DERIVED: `OUT.details.jsonl`, a seed's `.design.json`, the label journal). `checked(app)` runs
 them ahead of each command's body, so a bad path or number, or two outputs that are one file
 (one would overwrite the other), is one `error:` line and exit 2 before any file is read in
-full, any model loaded or called.
+full, any model loaded or called. Around the body, a library error about a Python argument is
+told of the command's flag for it (cli/usage.py `as_option`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any
 import typer
 
 from .. import paths, validate
+from ..errors import ArgumentError
 from ..pairs.irds import is_irds
+from . import usage
 
 # Numbers, by parameter name (the same meaning wherever they appear): (low, high, low_open, high_open).
 NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
@@ -55,7 +58,7 @@ def _calibrate_store(args: dict[str, Any]) -> str | None:
 # used this time). Outputs are checked against every input of the command.
 ROLES: dict[str, dict[str, str | Callable[[dict[str, Any]], str | None]]] = {
     "judge": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "details": OUTPUT, "model": MODEL,
-              "prompt": PROMPT, "store_path": STORE, "panel": PANEL, "panel_models": MODELS, "batch_read": INPUT,
+              "prompt": PROMPT, "store_path": STORE, "panel": PANEL, "models": MODELS, "batch_read": INPUT,
               "batch_write": OUTPUT},
     "blend": {"judges": NAMED_INPUTS, "details": INPUTS, "out": OUTPUT, "panel": INPUT, "tiebreaker": NAMED_INPUTS,
               "pairs": INPUT},
@@ -91,6 +94,20 @@ ROLES: dict[str, dict[str, str | Callable[[dict[str, Any]], str | None]]] = {
 def _unless(option: str | None, derive: Callable[[Path], Path], source: str = "out") -> Callable[[dict[str, Any]], Path | None]:
     """The file `derive` names beside the `source` output, written when `option` is not given."""
     return lambda args: None if args.get(option) or not args.get(source) else derive(Path(args[source]))
+
+
+def _store_schema() -> int:
+    """The newest store schema this judgeblender reads: a later store is refused before the run."""
+    from ..store.migrations import MIGRATIONS  # only the commands with a store pay for store/
+
+    return len(MIGRATIONS)
+
+
+def _store_opener():
+    """How a store is read, write-ahead log included (store.calls.open_read_only)."""
+    from ..store.calls import open_read_only  # only the commands with a store pay for store/
+
+    return open_read_only
 
 
 def _design_path(sample_out: Path) -> Path:
@@ -139,9 +156,10 @@ def check_arguments(command: str, args: dict[str, Any]) -> None:
             elif role == DIR:
                 validate.input_dir(value)
             elif role == STORE:
-                validate.sqlite_store(value, write=True)
+                validate.sqlite_store(value, write=True, newest=_store_schema(), opener=_store_opener())
             elif role == STORE_READ:
-                validate.sqlite_store(value, write=False, read_only=True)
+                validate.sqlite_store(value, write=False, read_only=True, newest=_store_schema(),
+                                      opener=_store_opener())
             elif role in (MODEL, MODELS):
                 validate.model_string(str(value).partition("=")[2] if "=" in str(value) else str(value))
             elif role == JUDGE_MODELS:  # NAME=MODEL[/PROMPT[/MODE]]
@@ -171,7 +189,10 @@ def _checked_callback(command: str, callback: Callable) -> Callable:
     @functools.wraps(callback)
     def run(*args: Any, **kwargs: Any) -> Any:
         check_arguments(command, kwargs)
-        return callback(*args, **kwargs)
+        try:
+            return callback(*args, **kwargs)
+        except ArgumentError as exc:  # the library names its arguments; the command line, its flags
+            raise usage.as_option(exc, usage.flags_of(callback)) from None
 
     run._judgeblender_checked = True  # type: ignore[attr-defined]
     return run

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from .. import arguments
 from ..errors import InputError, JudgeblenderError
 from ..evaluate.estimate import TARGETS, PairDesign, estimate_with_seed, plan, scoped_seed, seed_design
 from ..evaluate.scope import DEFAULT_DEPTH, DEFAULT_SCOPE, SCOPE_HELP, check_scope, describe_scope
@@ -63,8 +64,7 @@ def register(app: typer.Typer) -> None:
             "counts, when --human shares queries or pairs with it (the panel has seen them)."),
     ) -> None:
         """Scores of runs with confidence intervals from LLM labels plus a small human seed (PPI++)."""
-        if not 0 < confidence < 1:
-            raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
+        arguments.confidence(confidence, "--confidence")
         check_scope(scope, "--scope")
         if target not in TARGETS:
             raise JudgeblenderError(f"--target must be one of {', '.join(TARGETS)}, got {target!r}")

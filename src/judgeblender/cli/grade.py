@@ -26,7 +26,7 @@ from ..backends.registry import command_options
 from ..judges import JudgeSpec
 from ..jury import Jury
 from ..jury.grading import item_record, jury_summary, read_items
-from ..jury.pooling import POOLING_METHODS, TIE_RULES
+from ..jury.combine import POOLING_METHODS, TIE_RULES
 from ..prompts import get_template
 from ..store import CallStore
 from .console import console, err_console

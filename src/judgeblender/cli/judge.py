@@ -1,4 +1,8 @@
-"""`judgeblender judge`: judge (query, passage) pairs and write qrels plus details."""
+"""`judgeblender judge`: judge (query, passage) pairs and write qrels plus details.
+
+The command only reads its flags into one `RunOptions` and says what happened: the run itself is
+the library's (panels/judging.py `judge_to_files`), the same code `jb.judge(..., out=...)` runs.
+"""
 
 from __future__ import annotations
 
@@ -10,34 +14,28 @@ import typer
 from rich.markup import escape
 
 from .. import paths
-from ..backends.batch import BatchRequests, served_models, use_batch_files
-from ..backends.registry import command_options
-from ..fileio import outputs_together
-from ..judges import JudgeSpec, build_judge, summary_rows
-from ..judges.engine import WINDOW, check_stream, judge_stream, window_texts
-from ..panels.calibrate import seed_shortfall
+from ..backends.batch import BatchRequests
+from ..judges import summary_rows
+from ..judges.engine import WINDOW, check_stream
+from ..judges.injection import describe
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
-from ..judges.injection import describe, flag_pairs
-from ..judges.outputs import RunFiles, final_labels
+from ..panels.calibrate import seed_shortfall
+from ..panels.judging import JudgedFiles, RunOptions, judge_to_files
 from ..panels.panel import get_panel
-from ..panels.panel_file import load_tiebreaker
-from ..panels.run_panel import run_panel, stream_panel, streams, write_panel_run
-from ..pairs import Pair, read_queries
+from ..pairs import read_queries
 from ..pairs.corpus import close_corpus, open_corpus
 from ..pairs.pairs import PairsFile
-from ..store import CallStore
 from .console import console, err_console
 from .options import (ApiKeyEnv, BaseUrl, Concurrency, MinChoiceMass, Progress, RayAddress, RayWorkers, Threads, Timeout,
                       backend_options, fail_if_calls_failed)
 from .progress import RichReporter
+from .ray_run import say_started
 
 
-def write_batch_requests(queue: BatchRequests | None) -> None:
-    """Write the Batch API requests a --batch-write run queued, and say where."""
-    if queue is None:
+def print_batch_requests(written: dict[Path, int] | None) -> None:
+    """Say where the Batch API requests a --batch-write run queued were written."""
+    if written is None:
         return
-    with outputs_together():  # one file per model: all of them, or none (a full disk on the last)
-        written = queue.write()
     if not written:
         err_console.print("no call left for the Batch API: every pair is answered", highlight=False)
     for path, n in written.items():
@@ -63,65 +61,50 @@ def print_summary(run, skipped_note: bool = True) -> None:
                           f"(first: {', '.join(f'{p.qid}/{p.docid}' for p, _ in run.skipped[:5])})")
 
 
-def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pair_source, queries: dict[str, str],
-                      passages, out: Path, details: Path | None, store_path: Path, options: dict,
-                      mode: str, seed: int, allow_fallback: bool, invalid_policy: str, skip_missing: bool,
-                      redact: bool, progress: bool, json_summary: bool, batch_read: Path | None,
-                      batch_write: BatchRequests | None, min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS,
-                      ray_address: str | None = None, ray_workers: int | None = None,
-                      window: int | None = None) -> None:
-    """`judge --panel`: run the panel (panels/run_panel.py), write its files, print its summary.
-    With `ray_address`, the members' calls run on Ray workers (one set per distinct model). A
-    panel whose blend is a per-pair rule and that has no tie-breaker streams its pairs in
-    windows (`stream_panel`); the others judge the whole list at once (`run_panel`)."""
-    panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
-                      invalid_policy=invalid_policy, min_choice_mass=min_choice_mass)
+def _report(done: JudgedFiles, json_summary: bool) -> None:
+    """What a run wrote, on stderr (and as JSON on stdout with --json); exit status 3 when model
+    calls failed after their retries, once the outputs are written."""
+    print_batch_requests(done.batch_written)
+    print_summary(done.run)
+    if done.flagged:
+        err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(done.flagged))}", highlight=False)
+    for line in done.summary_lines:
+        err_console.print(line, markup=False)
+    if done.blend is not None:
+        err_console.print(f"wrote {done.judged} blended judgments to {done.out} and every judge's label to "
+                          f"{done.details}")
+        summary = {"qrels": str(done.out), "details": str(done.details), "panel": done.blend, "judged": done.judged,
+                   "unjudged": done.unjudged, "judges": summary_rows(done.run), "skipped": len(done.run.skipped),
+                   "injection_flagged": len(done.flagged)}
+    else:
+        err_console.print(f"wrote {done.judged} judgments to {done.out} and details to {done.details}")
+        summary = {"qrels": str(done.out), "details": str(done.details), "judges": summary_rows(done.run),
+                   "skipped": len(done.run.skipped), "injection_flagged": len(done.flagged)}
+    if json_summary:
+        console.print_json(json.dumps(summary))
+    # a panel's tie-breaker's failed calls count too: its pairs fell back to the panel's own rule
+    fail_if_calls_failed(done.call_stats, "judgments (judge x pair)" if len(done.call_stats) > 1 else "pairs")
+
+
+def _judge_with_panel(panel_name: str, models: list[str] | None, pair_source, queries: dict[str, str], passages,
+                      out: Path, details: Path | None, store_path: Path, options: RunOptions, progress: bool,
+                      json_summary: bool) -> None:
+    """`judge --panel`: the panel read (its warning said first), then run and written by the
+    library (a panel whose blend is a per-pair rule and that has no tie-breaker streams its pairs
+    in windows; the others judge the whole list at once), then its summary."""
+    panel = get_panel(panel_name, models, options.mode, dict(options.backend), **options.spec_fields())
     if panel.warning:
         err_console.print(f"warning: panel {panel.source}: {panel.warning}", markup=False, soft_wrap=True)
-    tiebreaker = (load_tiebreaker(panel.source, mode, options, seed=seed, min_choice_mass=min_choice_mass)
-                  if str(panel.source).endswith(".toml") else None)
-    make_judge = build_judge
-    if ray_address is not None:  # Ray is imported only here
-        from .ray_run import ray_done, ray_judges_cli
+    _report(judge_to_files(panel, pair_source, queries, passages, out, details, store_path, options,
+                           RichReporter(progress), say_started), json_summary)
 
-        specs = [*panel.judges, *([tiebreaker[0]] if tiebreaker else [])]
-        make_judge = ray_judges_cli(specs, ray_address, ray_workers, batch_read or batch_write)
-    details_path = details or paths.details_path(out)
-    if batch_write is not None:  # before the store is made (run_panel checks again, with the built judges)
-        batch_write.check(served_models(spec.model for spec in panel.judges))
-    try:
-        with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter:
-            if streams(panel, tiebreaker):
-                with RunFiles(out, details_path) as files:
-                    result = stream_panel(panel, pair_source, queries, passages, files.write, store, reporter,
-                                          skip_missing, batch_read, batch_write, make_judge, window)
-                    files.finish(result.totals.skipped)
-                n, run, unjudged = files.judged, result.totals, result.unjudged()
-            else:
-                pairs = list(pair_source)
-                corpus = window_texts(passages, (p.docid for p in pairs))
-                result = run_panel(panel, pairs, queries, corpus, store, reporter, skip_missing, batch_read,
-                                   batch_write, tiebreaker, make_judge)
-                n, details_path = write_panel_run(result, out, details)
-                run, unjudged = result.run, dict(result.result.unjudged())
-    finally:
-        if ray_address is not None:
-            make_judge.close()
-            ray_done()
-    write_batch_requests(result.batch_queue)
-    print_summary(run)
-    if result.flagged:
-        err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(result.flagged))}", highlight=False)
-    for line in result.summary_lines():
-        err_console.print(line, markup=False)
-    err_console.print(f"wrote {n} blended judgments to {out} and every judge's label to {details_path}")
-    if json_summary:
-        console.print_json(json.dumps({"qrels": str(out), "details": str(details_path), "panel": result.blend_info,
-                                       "judged": n, "unjudged": unjudged,
-                                       "judges": summary_rows(run), "skipped": len(run.skipped),
-                                       "injection_flagged": len(result.flagged)}))
-    # the tie-breaker's failed calls count too: its pairs fell back to the panel's own rule
-    fail_if_calls_failed(result.call_stats(), "judgments (judge x pair)" if len(result.call_stats()) > 1 else "pairs")
+
+def _judge_streamed(spec, pair_source, queries: dict[str, str], passages, out: Path, details: Path | None,
+                    store_path: Path, options: RunOptions, progress: bool, json_summary: bool) -> None:
+    """`judge` with one judge: its pairs streamed in windows, each window's qrels and details
+    written as it completes (by the library, as for a panel), then its summary."""
+    _report(judge_to_files(spec, pair_source, queries, passages, out, details, store_path, options,
+                           RichReporter(progress), say_started), json_summary)
 
 
 def register(app: typer.Typer) -> None:
@@ -151,7 +134,7 @@ def register(app: typer.Typer) -> None:
         timeout: Timeout = None,
         context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="Model context size, to truncate long passages."),
         panel: Optional[str] = typer.Option(None, "--panel", help="A panel preset (promptblender, llmblender, umbrela) or a panel .toml: several judges, blended."),
-        panel_models: Optional[list[str]] = typer.Option(None, "--panel-model", help="Model string(s) for a preset panel (llmblender takes three)."),
+        models: Optional[list[str]] = typer.Option(None, "--panel-model", help="Model string(s) for a preset panel (llmblender takes three)."),
         redact: bool = typer.Option(False, "--redact", help="Do not keep prompt texts (passages) in the store."),
         batch_read: Optional[Path] = typer.Option(None, "--batch-read", help="Served models: answer calls from this Batch API output file (see docs/served-models.md)."),
         batch_write: Optional[Path] = typer.Option(None, "--batch-write", help="Served models: write the calls not answered yet to this Batch API requests file instead of calling."),
@@ -175,70 +158,27 @@ def register(app: typer.Typer) -> None:
             if short:  # before the first model call: these labels cannot be calibrated on
                 err_console.print(f"warning: --for-calibration: {short}; label more pairs first",
                                   markup=False, soft_wrap=True)
-            opts = backend_options(threads, base_url, api_key_env, concurrency, timeout, context_tokens)
             # the requests files, one per model when several models have requests: checked, once
-            # the judges' models are known, against every other file this command reads or writes
+            # the judges' models are known and before the store is made, against every other file
+            # this command reads or writes
             read_too = [*([Path(panel)] if panel and panel.endswith(".toml") else []), *filter(None, [batch_read])]
             queue = None if batch_write is None else BatchRequests(
                 batch_write, inputs=[queries, corpus, pairs, store_path, *read_too],
                 outputs=[("--out", out), ("--details" if details else "the details file beside --out",
                                           details or paths.details_path(out))])
+            options = RunOptions(mode=mode, seed=seed, allow_fallback=allow_fallback, invalid_policy=invalid_policy,
+                                 min_choice_mass=min_choice_mass,
+                                 backend=backend_options(threads, base_url, api_key_env, concurrency, timeout,
+                                                         context_tokens),
+                                 skip_missing=skip_missing, redact=redact, batch_read=batch_read,
+                                 batch_write=queue, ray=ray_address, ray_workers=ray_workers,
+                                 window=window).check()
             if panel:
-                _judge_with_panel(panel, panel_models, pair_source, query_map, passages, out, details, store_path,
-                                  opts, mode, seed, allow_fallback, invalid_policy, skip_missing, redact, progress,
-                                  json_summary, batch_read, queue, min_choice_mass, ray_address, ray_workers,
-                                  window)
+                _judge_with_panel(panel, models, pair_source, query_map, passages, out, details, store_path, options,
+                                  progress, json_summary)
                 return
-            spec = JudgeSpec(model=model, prompt=prompt, mode=mode, options=command_options(model, opts),
-                             allow_fallback=allow_fallback,
-                             invalid_policy=invalid_policy, seed=seed, min_choice_mass=min_choice_mass)
-            _judge_streamed(spec, pair_source, query_map, passages, out, details, store_path, skip_missing, redact,
-                            progress, json_summary, batch_read, queue, ray_address, ray_workers, window)
+            spec = options.spec(model, prompt)
+            _judge_streamed(spec, pair_source, query_map, passages, out, details, store_path, options, progress,
+                            json_summary)
         finally:
             close_corpus(passages)
-
-
-def _judge_streamed(spec: JudgeSpec, pair_source, query_map: dict[str, str], passages, out: Path,
-                    details: Path | None, store_path: Path, skip_missing: bool, redact: bool, progress: bool,
-                    json_summary: bool, batch_read: Path | None, batch_write: BatchRequests | None,
-                    ray_address: str | None, ray_workers: int | None, window: int) -> None:
-    """`judge` with one judge: pairs streamed in windows (judges/engine.py `judge_stream`), each
-    window's qrels and details written as it completes (judges/outputs.py `RunFiles`)."""
-    if ray_address is not None:  # Ray is imported only here
-        from .ray_run import ray_judge_cli
-
-        judge_obj = ray_judge_cli(spec, ray_address, ray_workers, batch_read or batch_write)
-    else:
-        judge_obj = build_judge(spec)
-    batch_queue = use_batch_files([judge_obj], batch_read, batch_write)
-    details_path = details or paths.details_path(out)
-    flagged: dict = {}
-
-    def write(run, texts) -> None:
-        found = flag_pairs(run.pairs, query_map, texts)  # reported only: labels stay as judged
-        flagged.update(found)
-        files.write(run, final_labels(run), extra={p: {"injection": [str(f) for f in f_]} for p, f_ in found.items()})
-
-    try:
-        with CallStore(store_path, redact_passages=redact) as store, RichReporter(progress) as reporter, \
-                RunFiles(out, details_path) as files:
-            totals = judge_stream([judge_obj], pair_source, query_map, passages, write, store, reporter, skip_missing,
-                                  window)
-            files.finish(totals.skipped)
-    finally:
-        getattr(judge_obj, "close", lambda: None)()
-        if ray_address is not None:
-            from .ray_run import ray_done
-
-            ray_done()
-    write_batch_requests(batch_queue)
-    n = files.judged
-    print_summary(totals)
-    if flagged:
-        err_console.print(f"[yellow]possible prompt injection[/] {escape(describe(flagged))}", highlight=False)
-    err_console.print(f"wrote {n} judgments to {out} and details to {details_path}")
-    if json_summary:
-        console.print_json(json.dumps({"qrels": str(out), "details": str(details_path),
-                                       "judges": summary_rows(totals), "skipped": len(totals.skipped),
-                                       "injection_flagged": len(flagged)}))
-    fail_if_calls_failed(totals.stats.values())

@@ -18,6 +18,7 @@ classes: typer vendors click under another module, and older typer uses click it
 from __future__ import annotations
 
 import enum
+import inspect
 import re
 import types
 import typing
@@ -253,3 +254,56 @@ def as_error(exc: BaseException) -> JudgeblenderError | None:
         return _bad_option_usage(exc)
     # an unknown command; an extra argument: the framework's sentence, after the command
     return _no_such_command(exc) or _in_command(exc, exc.format_message())
+
+
+# -- the library's argument errors in the command's own words -------------------------------------
+
+def flags_of(command: Any) -> dict[str, str]:
+    """A command function's parameters by Python name -> how the command line spells each: its
+    first long option (`invalid_policy` -> `--invalid`) or, for an argument, its name in capitals.
+    Read from the typer declaration (a default `typer.Option(..., "--invalid")`, or the same in
+    `Annotated[...]`), where a parameter's options are declared once."""
+    try:
+        hints = typing.get_type_hints(command, include_extras=True)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: defaults alone still say
+        hints = {}
+    out: dict[str, str] = {}
+    for name, param in inspect.signature(command).parameters.items():
+        infos = [param.default, *getattr(hints.get(name), "__metadata__", ())]
+        info = next((i for i in infos if hasattr(i, "param_decls")), None)
+        if info is None:
+            continue
+        if type(info).__name__ == "ArgumentInfo":
+            out[name] = name.upper()
+            continue
+        decls = list(info.param_decls or ())
+        if isinstance(info.default, str) and info.default.startswith("-"):  # Annotated: typer reads it as a decl
+            decls.insert(0, info.default)
+        names = [d.split("/")[0] for d in decls]
+        out[name] = next((d for d in names if d.startswith("--")), "--" + name.replace("_", "-"))
+    return out
+
+
+def as_option(exc: ArgumentError, flags: dict[str, str]) -> ArgumentError:
+    """A library error about a Python argument, told of the command's flag for it: the library
+    names `min_choice_mass`, the command line `--min-choice-mass`. An argument the command has
+    under that name, or whose flag spells the name (`ray` -> `--ray`), is renamed, an item of one
+    too (`weights['b']` -> `--weights['b']`); any other (a file, `labels['a']` where the command
+    has no `labels`) is left as the library said it. The one place the CLI maps them."""
+    name, bracket, index = exc.argument.partition("[")  # weights['b']: the flag, then the item
+    flag = flags.get(name)
+    if flag is None and "--" + name.replace("_", "-") in flags.values():
+        flag = "--" + name.replace("_", "-")
+    return exc if flag is None else exc.renamed(flag + bracket + index)
+
+
+def option_error(exc: ArgumentError, flags: dict[str, str]):
+    """`as_option` as the framework's own usage error, for a command that must refuse an option
+    with it (exit status 2 even where `main` does not run, as under typer's test runner)."""
+    import typer
+
+    mapped = as_option(exc, flags)
+    message = str(mapped)
+    head = mapped.argument + ": "
+    return typer.BadParameter(message[len(head):] if message.startswith(head) else message,
+                              param_hint=mapped.argument)

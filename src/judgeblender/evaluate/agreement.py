@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..errors import InputError, JudgeblenderError
+from .. import arguments
+from ..errors import InputError
 from ..kappa import cohen_kappa, confusion_matrix, kappa_from_confusion
 from .bootstrap import bootstrap_query_counts, percentile_interval
 from .intervals import CONFIDENCE
@@ -76,10 +77,8 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0, *, bootstra
     depend only on the gold queries, so each prediction's interval is the same whichever other
     predictions are compared); a replicate where a statistic is undefined is left out of it.
     """
-    if bootstrap < 0:
-        raise JudgeblenderError(f"--bootstrap must be 0 or more, got {bootstrap}")
-    if not 0 < confidence < 1:
-        raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
+    arguments.non_negative_int("bootstrap", bootstrap)
+    arguments.confidence(confidence)
     _check_levels(gold, "gold", "gold")
     _check_levels(pred, "prediction", name)
     q_list: list[int] = []

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..kappa import cohen_kappa
 from ..pairs.qrels import Qrels
 
@@ -56,7 +57,8 @@ class BinaryReport:
 
 def binary_report(g: np.ndarray, p: np.ndarray, threshold: int = 2) -> BinaryReport:
     if threshold not in (1, 2, 3):
-        raise ValueError(f"the binarisation threshold must be 1, 2 or 3 (relevant: label >= it), got {threshold}")
+        raise ArgumentError("threshold", "1, 2 or 3 (the binarisation threshold: relevant is a label >= it)",
+                            threshold)
     gb, pb = (g >= threshold).astype(int), (p >= threshold).astype(int)
     cm = np.zeros((2, 2), dtype=int)
     np.add.at(cm, (gb, pb), 1)
@@ -78,7 +80,8 @@ def alpha(g: np.ndarray, p: np.ndarray, level: str = "ordinal") -> float:
     import krippendorff
 
     if level not in ALPHA_LEVELS:
-        raise ValueError(f"unknown level of measurement {level!r}; choose one of {', '.join(ALPHA_LEVELS)}")
+        raise ArgumentError("level", f"a level of measurement, one of {', '.join(ALPHA_LEVELS)}",
+                            described=f"unknown level {level!r}")
     if len(g) == 0:
         return float("nan")
     with warnings.catch_warnings():

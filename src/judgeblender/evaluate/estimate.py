@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import arguments
 from ..errors import InputError, JudgeblenderError, require
 from ..pairs.design import (  # noqa: F401
     Design, PairDesign, design_path_for, draw_query_design, read_design, write_design,
@@ -83,8 +84,7 @@ def query_ppi(y: np.ndarray, f: np.ndarray, seeded: np.ndarray, *, target: str =
     """
     if target not in TARGETS:
         raise JudgeblenderError(f"target must be one of {', '.join(TARGETS)}, got {target!r}")
-    if not 0 < confidence < 1:
-        raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
+    arguments.confidence(confidence)
     y = np.asarray(y, dtype=float)
     f = np.asarray(f, dtype=float)
     m = np.broadcast_to(np.asarray(seeded, dtype=bool), np.broadcast_shapes(y.shape, f.shape, np.shape(seeded)))
@@ -373,8 +373,7 @@ def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, 
     """Per run and measure: LLM-only, human-only and query-level PPI++ estimates with intervals,
     and (with `pairs`) every pair of runs' difference. See the module docstring."""
     runs = list(runs)  # an iterator of runs is read once
-    if not 0 < confidence < 1:
-        raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
+    arguments.confidence(confidence)
     if target not in TARGETS:
         raise JudgeblenderError(f"--target must be one of {', '.join(TARGETS)}, got {target!r}")
     if not runs:
@@ -592,8 +591,7 @@ def estimate_pair_design(llm: Qrels, human: Qrels, runs: Sequence[Run], measures
     from .pair_design import MIN_INFORMATIVE, gains, linear_weights, poisson_estimate
 
     runs = list(runs)  # an iterator of runs is read once
-    if not 0 < confidence < 1:
-        raise JudgeblenderError(f"--confidence must be between 0 and 1 (exclusive), got {confidence}")
+    arguments.confidence(confidence)
     stray = [(q, d) for q, docs in human.items() for d in docs if d not in llm.get(q, {})]
     if stray:
         _raise_stray(llm, human_path, llm_path, stray)

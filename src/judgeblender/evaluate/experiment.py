@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import arguments
 from ..errors import JudgeblenderError
 from ..pairs.qrels import Qrels
 from ..pairs.runs import Run
@@ -104,8 +105,7 @@ def experiment_table(inputs: ExperimentInputs, measures: Sequence, *, k: int = 1
     ppi_delta, ppi_delta_low, ppi_delta_high, ppi_p_holm, ppi_significant."""
     import pandas as pd
 
-    if not 0 < confidence < 1:
-        raise JudgeblenderError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    arguments.confidence(confidence)
     adjust(np.zeros(0), correction)  # a bad name fails before any work
     runs = inputs.runs
     names = [r.name for r in runs]

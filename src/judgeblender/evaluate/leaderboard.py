@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import ir_measures
 import numpy as np
 
+from .. import arguments
 from ..errors import JudgeblenderError
 from ..pairs.qrels import Qrels
 from ..pairs.runs import Run, tied
@@ -226,10 +227,8 @@ def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run]
     runs = list(runs)  # an iterator of runs is read once
     if not runs:
         raise JudgeblenderError("correlate needs at least one run")
-    if bootstrap < 0:
-        raise JudgeblenderError(f"--bootstrap must be 0 or more, got {bootstrap}")
-    if not 0 < confidence < 1:
-        raise JudgeblenderError(f"confidence must be between 0 and 1, got {confidence}")
+    arguments.non_negative_int("bootstrap", bootstrap)
+    arguments.confidence(confidence)
     parsed = parse_measures(measures)
     judged = parse_measures([JUDGED_MEASURE])[0]
     if not any(gold.values()):

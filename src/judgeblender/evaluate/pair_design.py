@@ -22,10 +22,11 @@ depends on every label of the query): these estimators do not apply to it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from .. import arguments
 from ..errors import JudgeblenderError
 from ..pairs.design import inclusion_probabilities  # noqa: F401  (re-exported)
 from ..pairs.qrels import Qrels
@@ -76,8 +77,7 @@ def poisson_estimate(w: np.ndarray, llm_gain: np.ndarray, human_gain: np.ndarray
     a small bias, as for any tuned estimator). `bounds`: the range the estimand can take, which
     the interval is clipped to (intervals.py). Returns (sims x runs) arrays.
     """
-    if not 0 < confidence < 1:
-        raise JudgeblenderError(f"confidence must be between 0 and 1 (exclusive), got {confidence}")
+    arguments.confidence(confidence)
     from scipy import stats
 
     s = np.asarray(sampled, dtype=float)
@@ -111,9 +111,3 @@ def poisson_estimate(w: np.ndarray, llm_gain: np.ndarray, human_gain: np.ndarray
     return {"estimate": est, "se": se, "ci_low": clip(est - z * se, bounds), "ci_high": clip(est + z * se, bounds),
             "lam": lam_v, "p": p,
             "informative": informative, "normal_ok": (informative >= MIN_INFORMATIVE) | exact[None, :]}
-
-
-def jury_spread(label_files: Mapping[str, Qrels], pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-    """Standard deviation over label files of each pair's label (a jury's disagreement)."""
-    stack = np.array([[qrels.get(q, {}).get(d, 0) for q, d in pairs] for qrels in label_files.values()], dtype=float)
-    return stack.std(axis=0)

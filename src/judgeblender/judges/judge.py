@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from collections.abc import Iterable
+
+from .. import arguments
 from ..backends.base import Backend
 from ..calls import Mode
 from ..backends.registry import check_options, create_backend
-from ..errors import JudgeblenderError
+from ..errors import ArgumentError, JudgeblenderError, TemplateError
 from ..prompts import PromptTemplate, get_template
 
+MODES = ("generate", "logprobs")
 INVALID_POLICIES = ("retry-once", "no-retry")
 
 # logprobs mode: the least share of the model's whole next-token probability that must fall on
@@ -38,6 +42,79 @@ class JudgeSpec:
     min_choice_mass: float = DEFAULT_MIN_CHOICE_MASS
 
 
+# -- judge ids --------------------------------------------------------------------------------
+# A judge declared without an id is called MODEL/PROMPT/MODE, PROMPT the template's own name.
+# Built here only: six places built it before, the judge itself from the template's name and
+# panels, `jb.judge`'s lists and cascades from the prompt as written. They differ where the prompt
+# is a file (`my/umbrela-v2.toml`, or a user library file named otherwise than its `name`), and
+# there the template's name wins: it was the id of the single judge of `judge`, `grade` and every
+# jury (and stays so), it does not change with the folder the file sits in or the working folder,
+# and it holds no slash, so `judge_id_fields` reads the id back. The ids those panels, lists and
+# cascades gave (the prompt as written) are `former_ids`, which is how files written with them
+# still find their judges (`blend --panel`, a panel's tie-breaker, calibrate's panel).
+
+def judge_id(model: str, prompt_name: str, mode: str) -> str:
+    """The id of a judge of `model` with the prompt called `prompt_name`, scoring by `mode`."""
+    return f"{model}/{prompt_name}/{mode}"
+
+
+def prompt_name(prompt: str, template: PromptTemplate | None = None) -> str:
+    """What a judge id calls a prompt: its template's own name. A prompt that cannot be read here
+    (a panel file blended from label files, its prompts elsewhere) is called as it is written."""
+    if template is not None:
+        return template.name
+    try:
+        return get_template(prompt).name
+    except (TemplateError, OSError, ValueError):
+        return prompt
+
+
+def spec_id(spec: JudgeSpec, template: PromptTemplate | None = None) -> str:
+    """The judge's id: the one its declaration gives, else MODEL/PROMPT/MODE (`judge_id`)."""
+    return spec.id or judge_id(spec.model, prompt_name(spec.prompt, template), spec.mode)
+
+
+def former_ids(model: str, prompt: str, mode: str) -> tuple[str, ...]:
+    """The id a judge declared without one had in panels, `jb.judge`'s lists and cascades before
+    `judge_id` named every judge, where it differs from today's: the prompt as written."""
+    old = judge_id(model, prompt, mode)
+    return (old,) if old != judge_id(model, prompt_name(prompt), mode) else ()
+
+
+def check_distinct_ids(ids: Iterable[str], argument: str = "judges") -> None:
+    """Two judges of one run, panel or jury may not share an id: one would overwrite the other's
+    labels (the one check of it, wherever judges are put together)."""
+    ids = list(ids)
+    seen: set[str] = set()
+    for jid in ids:
+        if jid in seen:
+            raise ArgumentError(argument, "judges with distinct ids", described=f"two that share the id {jid!r}",
+                                hint="give each its own id")
+        seen.add(jid)
+
+
+# -- checks of a declaration ------------------------------------------------------------------
+
+def check_mode(mode: object) -> str:
+    """A scoring mode: generate (parse the text) or logprobs (score the label tokens)."""
+    if mode not in MODES:
+        raise ArgumentError("mode", "generate or logprobs", described=f"unknown scoring mode {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def check_invalid_policy(policy: object) -> str:
+    """What happens to an invalid answer: retry-once (then unjudged) or no-retry."""
+    if policy not in INVALID_POLICIES:
+        raise ArgumentError("invalid_policy", f"one of {', '.join(INVALID_POLICIES)}",
+                            described=f"unknown invalid-output policy {policy!r}")
+    return policy  # type: ignore[return-value]
+
+
+def check_min_choice_mass(mass: object) -> float:
+    """logprobs mode's least share of the next-token mass on the label tokens: 0 to 1."""
+    return arguments.number_from_to("min_choice_mass", mass, 0.0, 1.0)
+
+
 def check_spec(spec: JudgeSpec, template: PromptTemplate | None = None) -> PromptTemplate:
     """Everything in a judge's declaration that can be checked without building its model: the
     mode, the invalid-answer policy, min_choice_mass, the prompt template, the model string's
@@ -49,13 +126,9 @@ def check_spec(spec: JudgeSpec, template: PromptTemplate | None = None) -> Promp
 
 
 def _checked_template(spec: JudgeSpec, template: PromptTemplate | None) -> PromptTemplate:
-    if spec.mode not in ("generate", "logprobs"):
-        raise JudgeblenderError(f"unknown scoring mode {spec.mode!r}; use generate or logprobs")
-    if spec.invalid_policy not in INVALID_POLICIES:
-        raise JudgeblenderError(f"unknown invalid-output policy {spec.invalid_policy!r}; use {INVALID_POLICIES}")
-    mass = spec.min_choice_mass
-    if isinstance(mass, bool) or not isinstance(mass, (int, float)) or not 0.0 <= mass <= 1.0:
-        raise JudgeblenderError(f"min_choice_mass must be a number from 0 to 1, got {mass!r}")
+    check_mode(spec.mode)
+    check_invalid_policy(spec.invalid_policy)
+    check_min_choice_mass(spec.min_choice_mass)
     return template or get_template(spec.prompt)
 
 
@@ -64,7 +137,7 @@ class Judge:
         self.spec = spec
         self.template = _checked_template(spec, template)
         self.backend = backend or create_backend(spec.model, spec.id or spec.model, **spec.options)
-        self.id = spec.id or f"{spec.model}/{self.template.name}/{spec.mode}"
+        self.id = spec_id(spec, self.template)
         self.mode: Mode = spec.mode
         self.fallback: str | None = None
         if spec.mode == "logprobs":

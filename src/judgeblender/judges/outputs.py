@@ -15,6 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
+from ..errors import ArgumentError
 from ..fileio import atomic_write_text, atomic_writer, outputs_together
 from ..pairs import Pair
 from ..pairs.qrels import format_qrels
@@ -25,7 +26,8 @@ def final_labels(run: JudgeRun, judge_id: str | None = None) -> dict[Pair, int |
     """One judge's labels (the only judge when None). Blends come from the blend stage."""
     if judge_id is None:
         if len(run.judgments) != 1:
-            raise ValueError("several judges: name one, or blend them")
+            raise ArgumentError("judge_id", "the judge whose labels are wanted", None,
+                                hint=f"the run has several judges ({', '.join(run.judgments)}): name one, or blend them")
         judge_id = next(iter(run.judgments))
     return {p: j.label for p, j in run.judgments[judge_id].items()}
 

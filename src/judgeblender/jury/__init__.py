@@ -1,6 +1,6 @@
 """Juries beyond relevance: rubric judges with JSON verdicts, pooled per item."""
 
 from .jury import ItemResult, JudgeVerdict, Jury, JuryRun
-from .pooling import POOLING_METHODS, Pooled, pool
+from .combine import POOLING_METHODS, Pooled, pool
 
 __all__ = ["ItemResult", "JudgeVerdict", "Jury", "JuryRun", "POOLING_METHODS", "Pooled", "pool"]

@@ -21,11 +21,12 @@ from typing import Any
 from .. import arguments, asyncrun
 from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..judges import Judge, JudgeSpec, build_judge
+from ..judges.judge import check_distinct_ids
 from ..judges.engine import JudgeStats, Reporter, SilentReporter, _run_judge
 from ..pairs import Pair
 from ..pairs.texts import text_problem
 from ..store import CallStore
-from .pooling import Pooled, pool
+from .combine import Pooled, pool
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,7 @@ class Jury:
             if judge.mode == "logprobs" and any(s.output == "json" for s in judge.template.steps):
                 raise JudgeblenderError(f"{judge.id}: a JSON verdict must be generated; "
                                         "logprobs scoring cannot give one (use mode generate)")
-        ids = [j.id for j in self.judges]
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
-        if dupes:
-            raise JudgeblenderError(f"two jury members share the id {dupes[0]!r}: give each a distinct id")
+        check_distinct_ids(j.id for j in self.judges)
         pool([], pooling, threshold, trim, tie)  # validate the settings now
         self.pooling, self.threshold, self.trim, self.tie, self.min_votes = pooling, threshold, trim, tie, min_votes
         self.store = CallStore(store) if isinstance(store, (str, Path)) else store

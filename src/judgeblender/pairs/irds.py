@@ -184,7 +184,7 @@ def read_qrels(source: str | Path, *, allowed: Iterable[int] | None) -> dict[str
 
 def read_ranking(source: str | Path) -> dict[str, list[tuple[str, float]]]:
     """The dataset's scoreddocs as {qid: [(docid, score)]}, for a Run (which puts them in trec_eval's order)."""
-    from .runs import each_document_once, read_score  # runs imports this module
+    from .run_rules import each_document_once, read_score
 
     ds = load(source, "scoreddocs")
 

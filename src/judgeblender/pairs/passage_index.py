@@ -2,7 +2,7 @@
 
 `read_corpus` keeps every wanted passage in a dict: for a job of 10^7 pairs with a passage each
 that is gigabytes (about 0.5 KB a 60-word passage, plus the dict). `PassageIndex` reads the JSONL
-once, checks every line as `read_corpus` does (`corpus.parse_line`), and keeps, per line, a
+once, checks every line as `read_corpus` does (`passage_line.parse_line`), and keeps, per line, a
 64-bit hash of its docid, the line's byte offset and its line number, in three sorted numpy
 arrays: 20 bytes a passage, whatever the passage's length. `get_many` hashes a window's docids
 at once, finds them by binary search, and reads and parses their lines again. A line whose
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, OutputError
-from .corpus import parse_line
+from .passage_line import parse_line
 from .lookup import LookupById
 from .textfile import GZIP_MAGIC, clean_text, report_repair
 

@@ -16,15 +16,12 @@ size, mtime and inode, so reading the same run files again skips the parsing.
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -34,6 +31,7 @@ from ..hashing import sha256_text
 from ..paths import runs_cache_dir
 from . import irds
 from .decimals import parse_decimal_chars
+from .run_rules import each_document_once, read_score
 from .textfile import check_id, iter_lines, read_whole
 
 # Files at least this large (on disk) are cached once parsed; smaller ones parse in milliseconds.
@@ -45,12 +43,10 @@ _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
 # Other ASCII control bytes: in an id they are an error, which the line reader names.
 _ASCII_CONTROL = np.zeros(256, dtype=bool)
 _ASCII_CONTROL[[*range(0, 9), *range(14, 28), 127]] = True
-# A decimal score as trec_eval's atof reads it; float() alone would also take "1_0" (10.0) and "１".
-# The bytes of such a score (0: padding); numpy's own conversion, the fallback of
-# parse_decimal_chars, would also take "1_0".
+# The bytes of a decimal score as trec_eval's atof reads one (0: padding); numpy's own
+# conversion, the fallback of parse_decimal_chars, would also take "1_0" (run_rules.py has the rule).
 _SCORE_BYTES = np.zeros(256, dtype=bool)
 _SCORE_BYTES[[0, *b"0123456789.+-eE"]] = True
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 # --- the ranking rule ------------------------------------------------------------------------
 # trec_eval's: the rank column is ignored; each query's documents are sorted by score descending,
@@ -174,47 +170,6 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
             return Run(name=name, path=path, ranking=_read_lines(path))
         _write_cache(path, columns)
     return Run(name=name, path=path, columns=columns)
-
-
-def read_score(value: Any) -> float:
-    """A run's score as every shape of run reads it: a decimal as trec_eval's atof reads one (in
-    text, `_DECIMAL`: not "nan", "inf", "1_0" or "１"), or a number that is not a bool, and finite.
-    Raises ValueError with what was expected ("a number score", "a finite score"): a NaN or
-    infinite score has no place in a ranking, and no shape may let one through that a run file
-    refuses."""
-    if isinstance(value, str):
-        if not _DECIMAL.fullmatch(value):
-            raise ValueError("a number score")
-        score = float(value)
-    elif isinstance(value, (bool, np.bool_, bytes)):
-        raise ValueError("a number score")
-    else:
-        try:
-            score = float(value)
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError("a number score") from None
-    if not math.isfinite(score):
-        raise ValueError("a finite score")
-    return score
-
-
-def each_document_once(rows: Iterable[tuple[Any, str, str, float, Any]], fail: Callable[[Any, str, Any], Exception],
-                       unit: str = "line") -> dict[str, list[tuple[str, float]]]:
-    """The run files' rule, which every shape of run follows (files, DataFrames, dicts, ScoredDoc
-    tuples, PyTerrier results, ir_datasets scoreddocs): a document is ranked at most once per
-    query. A repeat is an error, `fail(position, expected, given)`, naming where the document came
-    first: keeping the first or the last score (row order, a dict's overwrite) would pick a rank
-    the run never stated. `rows` are (position, qid, docid, score, what was given); returns
-    {qid: [(docid, score)]} in the order given (Run puts them in trec_eval's order)."""
-    first: dict[tuple[str, str], Any] = {}
-    ranking: dict[str, list[tuple[str, float]]] = {}
-    for where, qid, docid, score, given in rows:
-        if (qid, docid) in first:
-            raise fail(where, f"each document once per query ({docid} is ranked for query {qid} at {unit} "
-                              f"{first[qid, docid]} already)", given)
-        first[qid, docid] = where
-        ranking.setdefault(qid, []).append((docid, score))
-    return ranking
 
 
 def _read_lines(path: Path) -> dict[str, list[tuple[str, float]]]:

@@ -1,2 +1,3 @@
-"""Stage 3, above judges and blend: panels of judges (a panel file, running one over pairs),
-calibrating and choosing them on a human seed, cascades and tie-breaking runs."""
+"""Above judges and blend: panels of judges and their blend. Panel files, judging with a panel
+(or one judge) as `judgeblender judge` and `jb.judge` do (judging.py), calibrating and choosing
+panels on a human seed, cascades, tie-breaking runs and the demo jury."""

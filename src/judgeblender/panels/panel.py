@@ -24,16 +24,16 @@ from __future__ import annotations
 import math
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import validate
 from ..blend import BallotTable, Blender, BlendResult, Vote
-from ..errors import InputError, JudgeblenderError, TemplateError
+from ..errors import ArgumentError, InputError, JudgeblenderError, TemplateError
 from ..prompts import get_template
 from ..judges.engine import JudgeRun
-from ..judges.judge import JudgeSpec
+from ..judges.judge import JudgeSpec, check_distinct_ids, spec_id
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -70,15 +70,11 @@ class Panel:
             raise JudgeblenderError(f"panel {self.name} ({self.source}): {exc}") from None
 
 
-def _assign_ids(specs: list[JudgeSpec]) -> None:
-    """Short readable ids; a judge named twice the same way gets a suffix."""
+def _assign_ids(specs: list[JudgeSpec], panel: str) -> None:
+    """Every member's id (its own, else MODEL/PROMPT/MODE: judges/judge.py `spec_id`), distinct."""
     for spec in specs:
-        if spec.id is None:
-            spec.id = f"{spec.model}/{spec.prompt}/{spec.mode}"
-    ids = [s.id for s in specs]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise JudgeblenderError(f"two judges of the panel share the id {dupes[0]!r}: give them distinct ids")
+        spec.id = spec_id(spec)
+    check_distinct_ids((s.id for s in specs), f"panel {panel}")
 
 
 def preset(name: str, models: list[str] | None, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
@@ -92,7 +88,7 @@ def preset(name: str, models: list[str] | None, mode: str, options: dict[str, An
         seats = LLMBLENDER_DEFAULT
         if models:
             if len(models) != 3:
-                raise JudgeblenderError("the llmblender preset takes three models (--panel-model three times)")
+                raise ArgumentError("models", "three models for the llmblender preset", models)
             seats = tuple(zip(models, (p for _, p in LLMBLENDER_DEFAULT)))
         specs = [JudgeSpec(model=m, prompt=p, mode=mode, options=command_options(m, options), **spec_kw)
                  for m, p in seats]
@@ -100,9 +96,9 @@ def preset(name: str, models: list[str] | None, mode: str, options: dict[str, An
         specs = [JudgeSpec(model=(models or ["llamacpp:default"])[0], prompt="umbrela", mode=mode,
                            options=dict(options), **spec_kw)]
     else:
-        raise JudgeblenderError(f"unknown panel preset {name!r}; presets: promptblender, llmblender, umbrela, "
-                                "or a panel .toml file")
-    _assign_ids(specs)
+        raise ArgumentError("panel", "a panel preset (promptblender, llmblender, umbrela) or a panel .toml file",
+                            described=f"unknown panel preset {name!r}")
+    _assign_ids(specs, name)
     return Panel(name=name, judges=specs, method="mv", tie="avg")
 
 
@@ -233,7 +229,7 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
                              str(exc)) from None
         specs.append(JudgeSpec(model=model, prompt=prompt, mode=j.get("mode", mode), options=judge_options,
                                weight=float(j.get("weight", 1.0)), id=j.get("id"), **spec_kw))
-    _assign_ids(specs)
+    _assign_ids(specs, str(path))
     agg = data.get("aggregator", {})
     _check_aggregator_fields(path, where_is, data)
     bad = sorted(set(agg) - AGGREGATOR_KEYS)

@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, JudgeblenderError
-from ..judges.judge import JudgeSpec
+from ..judges.judge import MODES, JudgeSpec, former_ids, judge_id, prompt_name
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-MODES = ("generate", "logprobs")
 JUDGE_MODEL_HINT = "--judge-model NAME=MODEL[/PROMPT[/MODE]]"
 
 
@@ -122,6 +121,9 @@ def specs_for(judges: Sequence[str], panel_specs: Sequence[JudgeSpec] = (), judg
         raise JudgeblenderError(f"{JUDGE_MODEL_HINT}: no judge named {', '.join(unknown)} "
                                 f"(judges: {', '.join(judges)})")
     by_id = {s.id: s for s in panel_specs}
+    for s in panel_specs:  # labels written under a member's former id are that member's
+        for old in former_ids(s.model, s.prompt, s.mode):
+            by_id.setdefault(old, s)
     out: dict[str, JudgeSpec | None] = {}
     for j in judges:
         if j in mapped:
@@ -184,6 +186,9 @@ class BlendPanel:
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     warning: str | None = None
+    # member id -> the ids the same member had in files written before judges/judge.py named
+    # every judge (`former_ids`): label files named so are this member's too
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def blender(self):
         from ..blend import Blender
@@ -220,7 +225,7 @@ def load_blend_panel(path: str | Path) -> BlendPanel:
     judges = data.get("judges")
     if not isinstance(judges, list) or not judges:
         raise InputError(path, None, "at least one [[judges]] table")
-    ids, weights = [], {}
+    ids, weights, aliases = [], {}, {}
     for n, j in enumerate(judges, start=1):
         header = where.table("judges", n)
         bad = sorted(set(j) - JUDGE_KEYS)
@@ -229,7 +234,9 @@ def load_blend_panel(path: str | Path) -> BlendPanel:
                              ", ".join(bad))
         jid = j.get("id")
         if jid is None and isinstance(j.get("model"), str):
-            jid = f"{j['model']}/{j.get('prompt', 'umbrela')}/{j.get('mode', 'generate')}"
+            fields = (j["model"], str(j.get("prompt", "umbrela")), str(j.get("mode", "generate")))
+            jid = judge_id(fields[0], prompt_name(fields[1]), fields[2])
+            aliases[jid] = former_ids(*fields)
         if not isinstance(jid, str) or not jid:
             raise InputError(path, header, f"judge {n}: an id (the label file's judge name) or a model")
         if jid in ids:
@@ -247,7 +254,8 @@ def load_blend_panel(path: str | Path) -> BlendPanel:
                          f"[aggregator]: only the keys {sorted(AGGREGATOR_KEYS)}", ", ".join(bad))
     panel = BlendPanel(name=str(data.get("name", path.stem)), judges=ids, method=str(agg.get("method", "mv")),
                        tie=str(agg.get("tie", "avg")), seed=int(agg.get("seed", 0)), weights=weights,
-                       thresholds=agg.get("thresholds"), source=str(path), warning=panel_warning(path, where, data))
+                       thresholds=agg.get("thresholds"), source=str(path), warning=panel_warning(path, where, data),
+                       aliases={k: v for k, v in aliases.items() if v})
     panel.blender()
     return panel
 
@@ -267,6 +275,7 @@ class TiebreakerTable:
     options: dict[str, Any]
     spread: int | None
     margin: float | None
+    aliases: tuple[str, ...] = ()  # the ids it had before (judges/judge.py `former_ids`)
 
     def measure(self) -> str:
         return f"margin {self.margin:g}" if self.margin is not None else f"spread {self.spread}"
@@ -314,10 +323,12 @@ def read_tiebreaker_table(path: str | Path, mode: str = "generate", need_model: 
     elif isinstance(spread, bool) or not isinstance(spread, int) or not 0 <= spread <= 4:
         raise InputError(path, where.key("spread", header), "[tiebreaker]: spread, an integer 0..4", str(spread))
     prompt, jmode = table.get("prompt", "umbrela"), table.get("mode", mode)
-    tid = table.get("id") or (f"{model}/{prompt}/{jmode}" if model else None)
+    tid, aliases = table.get("id"), ()
+    if not tid and model:
+        tid, aliases = judge_id(model, prompt_name(str(prompt)), jmode), former_ids(model, str(prompt), jmode)
     if not isinstance(tid, str) or not tid:
         raise InputError(path, header, "[tiebreaker]: an id (the label file's judge name) or a model")
-    return TiebreakerTable(tid, model, prompt, jmode, dict(table.get("options", {})), spread, margin)
+    return TiebreakerTable(tid, model, prompt, jmode, dict(table.get("options", {})), spread, margin, aliases)
 
 
 def load_tiebreaker(path: str | Path, mode: str, options: Mapping[str, Any],

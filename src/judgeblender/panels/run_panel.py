@@ -2,7 +2,8 @@
 
 A panel (a preset or a TOML file, see panels/panel.py) names several judges and how their
 labels are blended. `run_panel` judges the pairs with each member through one store, blends,
-and flags possible prompt injections (reported only: labels stay as judged); `write_panel_run`
+and flags possible prompt injections (reported only: labels stay as judged); a panel with a
+tie-breaker then calls it on the pairs it must settle (`run_tiebreaker`); `write_panel_run`
 writes the blended qrels and every member's label beside them. Printing is the caller's.
 """
 
@@ -27,8 +28,7 @@ from ..fileio import outputs_together
 from ..judges.outputs import write_details, write_qrels_file
 from ..judges.judge import JudgeSpec
 from .panel import Panel, ballots_from_run, blend_run
-from ..blend.tiebreak import TiebreakResult
-from .tiebreak_run import run_tiebreaker
+from ..blend.tiebreak import DEFAULT_SPREAD, TiebreakResult, apply_tiebreaker, to_consult
 
 
 @dataclass
@@ -44,7 +44,7 @@ class PanelRun:
     flagged: dict[Pair, list]
     # the Batch API requests queued with batch_write, still to be written (None without it)
     batch_queue: BatchRequests | None = None
-    # the tie-breaker's outcome where the panel has one (panels/tiebreak_run.py), else None
+    # the tie-breaker's outcome where the panel has one (`run_tiebreaker`), else None
     tiebreak: TiebreakResult | None = None
     # the tie-breaker's own calls (its stats count towards the failed-calls exit status)
     tiebreak_run: JudgeRun | None = None
@@ -83,7 +83,7 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
               make_judge: Callable[[JudgeSpec], Any] = build_judge) -> PanelRun:
     """Judge `pairs` with every member of `panel` (calls cached in `store`), then blend; with a
     `tiebreaker` (spec, spread, margin), that judge is called on the pairs where the members tie
-    or spread by `spread` or more (or the blend's margin is at most `margin`), and only those (panels/tiebreak_run.py). `make_judge` builds
+    or spread by `spread` or more (or the blend's margin is at most `margin`), and only those (`run_tiebreaker`). `make_judge` builds
     each judge from its spec (judges/ray_executor.py's `RayJudges` runs their calls on Ray)."""
     judges = [make_judge(spec) for spec in panel.judges]
     batch_queue = use_batch_files(judges, batch_read, batch_write)
@@ -111,6 +111,20 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
     for p, found in flagged.items():
         extra[p]["injection"] = [str(f) for f in found]
     return PanelRun(panel, run, result, labels, extra, flagged, batch_queue, tiebreak, tiebreak_run)
+
+
+def run_tiebreaker(result: BlendResult, judge, queries: dict[str, str], corpus: dict[str, str], store=None,
+                   spread: int | None = DEFAULT_SPREAD, reporter=None,
+                   margin: float | None = None) -> tuple[TiebreakResult, JudgeRun]:
+    """The tie-breaker when judging: `judge` is called on the consulted pairs only (blend/tiebreak.py
+    says which: panel ties, member spread >= `spread`, or blend margin <= `margin`), through the
+    call store, so re-runs reuse its answers. An invalid answer leaves the panel's own decision
+    (its tie rule) in place and is counted as such."""
+    asked = to_consult(result, spread, margin)  # (qid, docid) tuples: judge_pairs takes them as pairs
+    run = judge_pairs([judge], asked, queries, corpus, store, reporter, skip_missing=True)
+    judged = run.judgments.get(judge.id, {})
+    answers = {p: j.label for p, j in judged.items()}  # label None: invalid output (Pair == (qid, docid))
+    return apply_tiebreaker(result, answers, judge.id, spread, margin), run
 
 
 def write_panel_run(panel_run: PanelRun, out: Path, details: Path | None = None) -> tuple[int, Path]:

@@ -198,7 +198,7 @@ class CallStore:
         self.path = Path(path)
         self.read_only = read_only
         if self.path.exists():  # never turn another program's database (or any other file) into a store
-            validate.sqlite_store(self.path, write=False)
+            validate.sqlite_store(self.path, write=False, newest=len(MIGRATIONS), opener=open_read_only)
         elif read_only:  # opening it would make an empty store
             raise StoreError(f"{self.path}: no such store")
         self._lock = StoreAccess(self.path)

@@ -3,7 +3,9 @@
 The driver keeps the contract: prompts are rendered, keyed and looked up in the store there,
 exactly as in a local run, by the same engine (judges/engine.py). Only the model calls leave it:
 the judge's backend is a `RayBackend`, whose `aexecute` hands the call to one of N actors and
-waits for its answer, which the engine commits to the store before it counts.
+waits for its answer, which the engine commits to the store before it counts. This module is a
+backend like the others and knows nothing of judges or stores: the judges whose calls run here
+are built by judges/ray_judges.py, which also hands in the store's row functions (`RowMaker`).
 
 - Calls travel in batches, not one Ray task each (a Ray task costs the driver about 0.5 ms of
   CPU, more than the rest of a call): the calls the engine asks for in the same turn of its
@@ -28,7 +30,7 @@ waits for its answer, which the engine commits to the store before it counts.
 - The driver keeps its own SIGTERM handler (Ray's would exit 1 or 15, without the resume line)
   and raylets' messages go to stderr, off `--json`'s stdout.
 - With a store, the worker that gets an answer also makes the costly parts of its store row
-  (`store.compact.row_parts`: the messages and the answer's metadata compressed against the
+  (the `RowMaker` given, store.compact.row_parts in a run: the messages and the answer's metadata compressed against the
   store's dictionaries, each sent to a worker with the first call that needs it; the
   probabilities' JSON), so the driver, whose CPU bounds how many calls one driver feeds, checks
   and inserts ready rows. The store checks each part against its own choice of dictionary and
@@ -39,7 +41,7 @@ waits for its answer, which the engine commits to the store before it counts.
   for embedded models; 0.5 for a served client), `ray_gpus` (default: 1 when an `hf` judge's
   `device` is cuda, else 0).
 
-Ray is imported only here, and only when `--ray` is given.
+Ray is imported only here, and only when a run asks for it (`--ray`, `jb.judge(..., ray=...)`).
 """
 
 from __future__ import annotations
@@ -53,14 +55,14 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..backends.base import Backend, LogprobsUnsupported
-from ..backends.registry import command_options
 from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import BackendError, JudgeblenderError, MissingExtraError
-from ..store.compact import row_parts, text_id
+from .base import Backend, LogprobsUnsupported
+from .registry import command_options
 
 MAX_RESTARTS = 3  # per actor: a worker killed (OOM, node loss, kill -9) comes back this often
 MAX_TASK_RETRIES = 3  # per call: re-run on the restarted (or another) worker
@@ -75,6 +77,18 @@ EXCHANGE_TURNS = 6
 RESTART_POLL_S = 0.5  # how often a restarting worker that Ray cannot reach yet is asked again
 RAY_OPTION_KEYS = ("ray_cpus", "ray_gpus")
 EMBEDDED_PREFIXES = ("llamacpp", "hf")
+
+
+@dataclass(frozen=True)
+class RowMaker:
+    """How the store makes a call's row, handed in by whoever builds the backend with a store in
+    mind (judges/ray_judges.py gives store.compact's own functions), so that backends/ need not
+    import store/: `parts(request, result, dictionary id, extra id, dictionaries)` makes a row's
+    costly parts in a worker (it travels to the workers, so it is a module-level function), and
+    `text_id(text)` is the store's id of a text (the model's identity, on the driver)."""
+
+    parts: Callable[..., Any]
+    text_id: Callable[[str], int]
 
 
 def import_ray():
@@ -199,7 +213,7 @@ def _init_keeping_signal_handlers(ray, **kwargs: Any) -> None:
     as Ctrl+C does, keeps every answer and exits 143 with the resume line (cli/__init__.py).
     A handler the caller installed (a Python callable) is put back after init; where the
     caller kept the default, Ray's stays. Ray's processes still stop at exit: shutdown() runs
-    at exit (cli/ray_run.py), and so does Ray's own atexit hook."""
+    at exit (judges/ray_judges.py `start`), and so does Ray's own atexit hook."""
     saved = {}
     if threading.current_thread() is threading.main_thread():
         saved = {s: h for s in (signal.SIGTERM, signal.SIGINT) if callable(h := signal.getsignal(s))}
@@ -219,10 +233,10 @@ def shutdown() -> None:
 class JudgeWorker:
     """A Ray actor holding one backend, built from the judge's spec once, in the worker."""
 
-    def __init__(self, model: str, options: dict[str, Any]):
+    def __init__(self, model: str, options: dict[str, Any], row_parts: Callable[..., Any] | None = None):
         import ray
 
-        from ..backends.registry import create_backend
+        from .registry import create_backend
 
         ctx = ray.get_runtime_context()
         self.worker = {"node": ctx.get_node_id(), "pid": os.getpid()}
@@ -235,6 +249,7 @@ class JudgeWorker:
         self._slots: asyncio.Semaphore | None = None  # made in the actor's event loop
         self._zdicts: dict[int, bytes] = {}  # the store's dictionaries the driver has sent, by id
         self._traffic = {"messages": 0, "calls": 0, "largest_batch": 0, "answers": 0}
+        self._row_parts = row_parts  # RowMaker.parts; None: the driver makes every row itself
         try:
             self.backend = create_backend(model, **options)
         except Exception as exc:  # reported by info(), with the node, instead of a dead actor
@@ -301,8 +316,8 @@ class JudgeWorker:
             async with self._slots:  # type: ignore[union-attr]
                 result = await self.backend.aexecute(request)  # type: ignore[union-attr]
             result.extra = {**result.extra, "worker": self.worker}
-            if hint is not None:  # the row's costly parts, made here instead of on the driver
-                result.row = row_parts(request, result, hint[0], hint[2], self._zdicts)
+            if hint is not None and self._row_parts is not None:  # the row's costly parts, made here
+                result.row = self._row_parts(request, result, hint[0], hint[2], self._zdicts)
         except LogprobsUnsupported as exc:
             self._finished.append((call_id, "LogprobsUnsupported", str(exc)))
         except BackendError as exc:
@@ -383,9 +398,11 @@ class RayBackend(Backend):
     """The driver's view of a judge's backend: identity and limits from the workers, calls sent
     to them. `max_concurrency` is the bound on calls outstanding (the engine's pool size)."""
 
-    def __init__(self, model: str, options: dict[str, Any], workers: int | None = None, share: int = 1):
+    def __init__(self, model: str, options: dict[str, Any], workers: int | None = None, share: int = 1,
+                 rows: RowMaker | None = None):
         """`share`: how many models will hold workers at once (RayJudges): each plans with that
-        share of the cluster's CPUs and GPUs."""
+        share of the cluster's CPUs and GPUs. `rows`: the store's row functions, for the workers to
+        make each answer's row parts (None: the driver makes the rows, as without Ray)."""
         ray = import_ray()
         self._ray = ray
         backend_options = {k: v for k, v in options.items() if k not in RAY_OPTION_KEYS}
@@ -404,7 +421,9 @@ class RayBackend(Backend):
             num_cpus=self.plan.cpus, num_gpus=self.plan.gpus, max_restarts=MAX_RESTARTS,
             max_task_retries=MAX_TASK_RETRIES, max_concurrency=self.plan.concurrency + 2)
         self.model = model
-        self.actors = [actor.remote(model, backend_options) for _ in range(self.plan.workers)]
+        self.row_maker = rows
+        self.actors = [actor.remote(model, backend_options, rows.parts if rows is not None else None)
+                       for _ in range(self.plan.workers)]
         # calls go out and answers come back in exchanges (JudgeWorker.exchange); Ray never re-runs
         # one (its calls would be asked again): _exchanges sends a dead worker's open calls again itself
         self._exchange = [a.exchange.options(max_task_retries=0) for a in self.actors]
@@ -513,11 +532,13 @@ class RayBackend(Backend):
 
     def store_rows(self, store) -> None:
         """The engine's store for the calls to come (None: none): each answer's worker makes the
-        costly parts of its row there (store.compact.row_parts), so the driver, whose CPU bounds
+        costly parts of its row there (`RowMaker.parts`), so the driver, whose CPU bounds
         how many calls one driver feeds, only checks and inserts them. Called by the engine in the
         run's event loop; a later run (another loop) sends no hints until it says its own store."""
-        self._rows = None if store is None else (store, text_id(canonical_json(self._identity)),
-                                                 asyncio.get_running_loop())
+        if store is None or self.row_maker is None:  # no store, or nothing to make rows with: the driver makes them
+            self._rows = None
+        else:
+            self._rows = (store, self.row_maker.text_id(canonical_json(self._identity)), asyncio.get_running_loop())
         if store is not None:  # and its SQLite work leaves the driver too
             store.write_in_child()
 
@@ -703,81 +724,3 @@ class RayBackend(Backend):
 
 def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-
-
-def check_judges(specs, scorers_on_driver: bool = True) -> None:
-    """Every judge's declaration checked as a local run checks it (judge.check_spec: mode,
-    prompt, model prefix, options), on the driver, before Ray is started or joined: a mistake
-    is one error line, with no runtime started and no worker built. Scorers (`embed:`) run on
-    the driver with a panel (RayJudges); a judge of its own on Ray must be an LLM judge."""
-    from ..backends.registry import check_options, is_scorer
-    from .judge import check_spec
-
-    for spec in specs:
-        if not is_scorer(spec.model):
-            check_spec(spec)
-        elif scorers_on_driver:
-            check_options(spec.model, spec.options, spec.id or spec.model)
-        else:
-            raise JudgeblenderError(f"--ray runs LLM judges; {spec.model} is an embedding scorer: run it without --ray")
-
-
-def ray_judge(spec, workers: int | None = None):
-    """A Judge for `spec` whose calls run on the Ray cluster this process has joined."""
-    from .judge import Judge
-
-    check_judges([spec], scorers_on_driver=False)  # here, not on each worker
-    return Judge(spec, backend=RayBackend(spec.model, spec.options, workers))
-
-
-def _backend_key(spec) -> tuple[str, str]:
-    from ..calls import canonical_json
-
-    return spec.model, canonical_json(spec.options)
-
-
-class RayJudges:
-    """Builds the judges of a panel, a jury or a cascade with their calls on Ray: a drop-in for
-    `build_judge` (`run_panel(..., make_judge=RayJudges(...))`).
-
-    - Members with the same model and options (a prompt panel: one model, several prompts) share
-      one set of workers, so the model is loaded once per worker, not once per member.
-    - Distinct models each get their own workers, started as their first judge is built; each
-      plans with an even share of the cluster's CPUs and GPUs (`specs` names the judges that hold
-      workers at the same time, so the split is known before the first one starts). The engine
-      runs the members one after another, so the calls outstanding stay bounded by one model's
-      workers.
-    - Embedding scorers (`embed:`, `cross:`) are cheap and run on the driver, as without Ray.
-    """
-
-    def __init__(self, specs, workers: int | None = None, on_start=None):
-        """`on_start(model, backend)` is called each time a model's workers have started."""
-        from .factory import PAIR_JUDGES
-
-        self.workers = workers
-        self.on_start = on_start
-        self._pair_judges = PAIR_JUDGES
-        self._keys = {_backend_key(s) for s in specs if s.model.partition(":")[0] not in PAIR_JUDGES}
-        self.backends: dict[tuple[str, str], RayBackend] = {}
-
-    def __call__(self, spec):
-        from .factory import build_judge
-        from .judge import Judge
-
-        if spec.model.partition(":")[0] in self._pair_judges:
-            return build_judge(spec)
-        key = _backend_key(spec)
-        backend = self.backends.get(key)
-        if backend is None or not backend.actors:  # new, or closed by a judge that used it before
-            # the judges named up front hold workers together; one asked for later (a panel's
-            # tie-breaker, after its members closed) shares with whatever still holds workers
-            live = sum(1 for b in self.backends.values() if b.actors)
-            share = len(self._keys) if key in self._keys else live + 1
-            backend = self.backends[key] = RayBackend(spec.model, spec.options, self.workers, share=max(1, share))
-            if self.on_start is not None:
-                self.on_start(spec.model, backend)
-        return Judge(spec, backend=backend)
-
-    def close(self) -> None:
-        for backend in self.backends.values():
-            backend.close()

@@ -1,8 +1,11 @@
-"""Max and min pooling: the most lenient or the strictest judge decides."""
+"""The extremes, methods max and min: the most lenient or the strictest judge decides.
+
+(A module of its own name: "pool" in judgeblender means only the pairs that runs ask to have
+judged, pairs/pool.py.)"""
 
 from __future__ import annotations
 
-from .ties import Decision
+from .tie_rules import Decision
 from .votes import Vote
 
 

@@ -1,4 +1,5 @@
-"""Pooling a jury's continuous or binary scores into one score per item.
+"""Combining a jury's continuous or binary scores into one score per item (the jury's `pooling`
+rule, the name its users know; the module is not called "pooling", which pairs/pool.py means).
 
 Judges that gave no valid verdict abstain: they are left out, never counted as 0. An item
 with fewer valid verdicts than `min_votes` gets no pooled score, with the reason.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from ..errors import ArgumentError
 
 POOLING_METHODS = ("mean", "median", "trimmed-mean", "max", "min", "hard-vote", "soft-vote")
 TIE_RULES = ("undecided", "pass", "fail")
@@ -34,9 +36,9 @@ class Pooled:
 def pool(scores: Sequence[float | None], method: str = "mean", threshold: float = 0.5, trim: float = 0.1,
          tie: str = "undecided", min_votes: int = 1) -> Pooled:
     if method not in POOLING_METHODS:
-        raise ValueError(f"unknown pooling {method!r}; use one of {', '.join(POOLING_METHODS)}")
+        raise ArgumentError("pooling", f"one of {', '.join(POOLING_METHODS)}", described=f"unknown pooling {method!r}")
     if tie not in TIE_RULES:
-        raise ValueError(f"unknown tie rule {tie!r}; use one of {', '.join(TIE_RULES)}")
+        raise ArgumentError("tie", f"one of {', '.join(TIE_RULES)}", described=f"unknown tie rule {tie!r}")
     valid = [float(s) for s in scores if s is not None]
     if len(valid) < max(1, min_votes):
         return Pooled(None, None, f"{len(valid)} valid verdicts, {max(1, min_votes)} needed")

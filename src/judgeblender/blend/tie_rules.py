@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from ..errors import ArgumentError
 
 TIE_RULES: dict[str, str] = {
     "random": "one of the tied labels, uniformly at random (one seeded generator per blend run)",
@@ -52,7 +53,7 @@ class TieBreaker:
 
     def __init__(self, rule: str = "avg", seed: int | None = 0):
         if rule not in TIE_RULES:
-            raise ValueError(f"unknown tie rule {rule!r}; choose one of {', '.join(TIE_RULES)}")
+            raise ArgumentError("tie", f"one of {', '.join(TIE_RULES)}", described=f"unknown tie rule {rule!r}")
         self.rule = rule
         # Created once, so successive ties draw successive numbers (the authors' notebook
         # re-seeded on every call and so always picked the same position).

@@ -1,0 +1,270 @@
+"""One place for each rule (issue 30, part 5): the confidence level, the judge id, two judges
+sharing an id, and the library's errors about its arguments, told in the CLI's flags by the CLI.
+
+Each rule used to be written out where it applied, in words that drifted apart; blend, kappa and
+binary raised bare ValueErrors, which the command line reports as a bug (exit 1, a traceback).
+The judge id was built in six places, two ways: a prompt file's judge was named after its
+template by `judge`, `grade` and juries, after the file by panels, `jb.judge`'s lists and
+cascades. The template's name wins; files written with the other form still find their judges
+(tests/data/ids_before, written by the code before this change).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import judgeblender as jb
+from judgeblender.blend import Blender
+from judgeblender.blend.calibrate import fit_blend
+from judgeblender.blend.probability import check_thresholds
+from judgeblender.blend.votes import BallotTable, Vote, merge_tables
+from judgeblender.errors import ArgumentError
+from judgeblender.evaluate.agreement import agreement
+from judgeblender.evaluate.binary import alpha, binary_report
+from judgeblender.evaluate.estimate import estimate, estimate_pair_design, query_ppi
+from judgeblender.evaluate.experiment import experiment_table
+from judgeblender.evaluate.leaderboard import correlate
+from judgeblender.evaluate.pair_design import poisson_estimate
+from judgeblender.judges import Judge, JudgeSpec, build_judge
+from judgeblender.jury import Jury, pool
+from judgeblender.kappa import cohen_kappa
+from judgeblender.pairs.runs import Run
+from judgeblender.panels.panel import get_panel, load_panel
+from judgeblender.panels.panel_file import load_blend_panel, read_tiebreaker_table, specs_for
+
+HERE = Path(__file__).parent
+TINY = HERE / "data" / "tiny"
+BEFORE = HERE / "data" / "ids_before"
+SRC = str(Path(jb.__file__).resolve().parents[1])  # the judgeblender under test, for the subprocesses
+
+GOLD = {"q1": {"d1": 3, "d2": 0}, "q2": {"d3": 1}}
+ONE_RUN = [Run(name="r", path="r", ranking={"q1": [("d1", 2.0), ("d2", 1.0)], "q2": [("d3", 1.0)]})]
+NO_RESULT = np.zeros((1, 3))
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "judgeblender", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def one_error(done: subprocess.CompletedProcess) -> str:
+    """The run's one error line (exit 2, no traceback)."""
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    return errors[0]
+
+
+# -- the confidence level ------------------------------------------------------------------------
+
+CONFIDENCE_CALLS = {
+    "agreement": lambda c: agreement(GOLD, GOLD, "p", confidence=c),
+    "correlate": lambda c: correlate(GOLD, {"p": GOLD}, ONE_RUN, confidence=c),
+    "query_ppi": lambda c: query_ppi(NO_RESULT, NO_RESULT, NO_RESULT > 0, confidence=c),
+    "estimate": lambda c: estimate(GOLD, GOLD, [], ["P@1"], confidence=c),
+    "estimate_pair_design": lambda c: estimate_pair_design(GOLD, GOLD, [], ["P@1"], None, confidence=c),
+    "experiment_table": lambda c: experiment_table(None, ["P@1"], confidence=c),
+    "poisson_estimate": lambda c: poisson_estimate(NO_RESULT, NO_RESULT[0], NO_RESULT[0], NO_RESULT > 0,
+                                                   NO_RESULT[0] + 1, confidence=c),
+    "jb.agreement": lambda c: jb.agreement(GOLD, GOLD, confidence=c),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIDENCE_CALLS))
+@pytest.mark.parametrize("level", [0, 1.0, 1.5, -0.1, float("nan"), "0.9", True])
+def test_every_interval_refuses_a_confidence_level_off_0_1_with_one_message(name, level):
+    with pytest.raises(ArgumentError) as caught:
+        CONFIDENCE_CALLS[name](level)
+    assert caught.value.argument == "confidence"
+    assert str(caught.value).startswith("confidence: expected a number between 0 and 1 (exclusive), got ")
+
+
+# -- the library's own errors: blend, kappa, binary ------------------------------------------------
+
+ARGUMENT_ERRORS = [
+    ("blend method", lambda: Blender("mode"), "method", "unknown blend method 'mode'"),
+    ("tie rule", lambda: Blender("mv", tie="coin"), "tie", "unknown tie rule 'coin'"),
+    ("weights of no method", lambda: Blender("mv", weights={"a": 1}), "weights", "does not use weights"),
+    ("a weight missing", lambda: Blender("weighted", weights={"a": 1}).vote({"a": 1, "b": 2}), "weights",
+     "no weight given for judges: b"),
+    ("a negative weight", lambda: Blender("weighted", weights={"a": 1, "b": -1}).vote({"a": 1, "b": 2}),
+     "weights['b']", "a finite number >= 0"),
+    ("thresholds", lambda: check_thresholds((0.5, 1.5)), "thresholds", "3 thresholds"),
+    ("a vote off the scale", lambda: Vote(4), "label", "got 4"),
+    ("a distribution of zeros", lambda: Vote(1, (0, 0, 0, 0)), "probs", "some mass"),
+    ("a table's judges", lambda: BallotTable.from_votes([(("q", "d"), {"a": 1})]).only_judges(["b"]), "judges",
+     "unknown judges ['b']"),
+    ("two tables, one judge", lambda: merge_tables([BallotTable.from_votes([(("q", "d"), {"a": 1})])] * 2), "tables",
+     "the same judge id from two inputs: a"),
+    ("a learner", lambda: fit_blend(BallotTable.from_votes([(("q", "d"), {"a": 1})]), GOLD, "forest"), "learner",
+     "unknown learner 'forest'"),
+    ("kappa weights", lambda: cohen_kappa([1, 2], [1, 2], weights="cubic"), "weights", "unknown kappa weights"),
+    ("binary threshold", lambda: binary_report(np.array([1]), np.array([1]), threshold=4), "threshold", "got 4"),
+    ("alpha level", lambda: alpha(np.array([1]), np.array([1]), level="fancy"), "level", "unknown level 'fancy'"),
+    ("jury pooling", lambda: pool([0.5], "average"), "pooling", "unknown pooling 'average'"),
+    ("jury tie", lambda: pool([0.5], "hard-vote", tie="coin"), "tie", "unknown tie rule 'coin'"),
+]
+
+
+@pytest.mark.parametrize("what,call,argument,words", ARGUMENT_ERRORS, ids=[c[0] for c in ARGUMENT_ERRORS])
+def test_blend_kappa_and_binary_raise_argument_errors_that_name_the_argument(what, call, argument, words):
+    """judgeblender's own error, a ValueError still (code that caught one keeps working), naming
+    the Python argument, never a CLI flag, with the words the old message had."""
+    with pytest.raises(ArgumentError) as caught:
+        call()
+    exc = caught.value
+    assert isinstance(exc, ValueError) and exc.argument == argument
+    assert str(exc).startswith(f"{argument}: expected ") and words in str(exc), str(exc)
+    assert "--" not in str(exc)
+
+
+def test_a_library_argument_error_reaching_the_command_line_is_one_line_in_the_commands_flag(tmp_path):
+    """calibrate --select with a seed of one query: blend/select.py's error used to escape as a
+    bare ValueError (exit 1 and a traceback); now it is the usage error it is, told of --gold."""
+    shutil.copy(BEFORE / "panel.qrels.details.jsonl", tmp_path / "d.jsonl")
+    (tmp_path / "gold.qrels").write_text("q1 0 d1 3\nq1 0 d2 1\n")
+    line = one_error(cli(tmp_path, "calibrate", "--gold", "gold.qrels", "--details", "d.jsonl", "--select",
+                         "-o", "p.toml"))
+    assert line == "error: --gold: expected labels of at least 2 queries (selection folds by query), got labels of 1"
+    assert not (tmp_path / "p.toml").exists()
+
+
+def test_the_cli_maps_an_argument_to_its_own_flag_in_one_place():
+    from judgeblender.cli import judge as judge_cli
+    from judgeblender.cli.usage import as_option, flags_of
+    import typer
+
+    app = typer.Typer()
+    judge_cli.register(app)
+    flags = flags_of(app.registered_commands[0].callback)
+    assert flags["invalid_policy"] == "--invalid" and flags["store_path"] == "--store"
+    assert flags["ray_address"] == "--ray" and flags["progress"] == "--progress"
+    told = as_option(ArgumentError("invalid_policy", "one of retry-once, no-retry", "twice"), flags)
+    assert str(told) == "--invalid: expected one of retry-once, no-retry, got 'twice'" and told.argument == "--invalid"
+    assert str(as_option(ArgumentError("ray", "an address", ""), flags)).startswith("--ray: ")  # by its flag
+    assert str(as_option(ArgumentError("weights['b']", "a number", -1), {"weights": "--weights"})).startswith(
+        "--weights['b']: ")
+    kept = ArgumentError("labels['a']", "labels", 7)
+    assert as_option(kept, flags) is kept  # not the command's: as the library said it
+
+
+def test_a_bad_mode_is_told_of_mode_in_python_and_of_its_flag_on_the_command_line(tmp_path):
+    with pytest.raises(ArgumentError, match=r"^mode: expected generate or logprobs, got unknown scoring mode 'fancy'$"):
+        Judge(JudgeSpec("scripted:x", mode="fancy"))
+    line = one_error(cli(tmp_path, "judge", "-q", TINY / "queries.tsv", "-c", TINY / "corpus.jsonl", "-p",
+                         TINY / "qrels.txt", "-o", "o.qrels", "--mode", "fancy", "--store", "s.sqlite"))
+    assert line == "error: --mode: expected generate or logprobs, got unknown scoring mode 'fancy'"
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+# -- one judge id ----------------------------------------------------------------------------------
+
+def test_one_declaration_gets_one_id_from_every_builder(tmp_path):
+    """The judge, a panel file (judged or blended), jb.judge's list, a tie-breaker table and
+    calibrate's mapping all name a prompt file's judge after its template."""
+    for name in ("house.toml", "judge.json"):
+        shutil.copy(BEFORE / name, tmp_path / name)
+    prompt, model = str(tmp_path / "house.toml"), f"scripted:{tmp_path / 'judge.json'}"
+    want = f"{model}/house-umbrela/generate"
+    (tmp_path / "p.toml").write_text(f'[[judges]]\nmodel = "{model}"\nprompt = "{prompt}"\n\n'
+                                     f'[tiebreaker]\nmodel = "{model}"\nprompt = "{prompt}"\n')
+    ids = {
+        "Judge": build_judge(JudgeSpec(model, prompt=prompt)).id,
+        "jb.panel": jb.panel([{"model": model, "prompt": prompt}]).judges[0].id,
+        "jb.panel prompt=": jb.panel([model], prompt=prompt).judges[0].id,
+        "load_panel": load_panel(tmp_path / "p.toml", "generate", {}).judges[0].id,
+        "load_blend_panel": load_blend_panel(tmp_path / "p.toml").judges[0],
+        "tiebreaker": read_tiebreaker_table(tmp_path / "p.toml").id,
+        "Jury": Jury([JudgeSpec(model, prompt=prompt)]).judges[0].id,
+    }
+    assert ids == dict.fromkeys(ids, want)
+
+
+def test_two_judges_sharing_an_id_is_one_error_wherever_they_meet(tmp_path):
+    shutil.copy(BEFORE / "judge.json", tmp_path / "judge.json")
+    model = f"scripted:{tmp_path / 'judge.json'}"
+    spec = {"model": model, "id": "same"}
+    with pytest.raises(ArgumentError, match=r"^judges: expected judges with distinct ids, got two that share the id "
+                                            r"'same'; give each its own id$"):
+        jb.panel([spec, spec])
+    with pytest.raises(ArgumentError, match="share the id 'same'"):
+        Jury([JudgeSpec(model, prompt="factual-accuracy", id="same")] * 2)
+    (tmp_path / "p.toml").write_text('[[judges]]\nmodel = "scripted:x"\nid = "same"\n\n'
+                                     '[[judges]]\nmodel = "scripted:y"\nid = "same"\n')
+    with pytest.raises(ArgumentError, match="share the id 'same'"):
+        get_panel(str(tmp_path / "p.toml"), None, "generate", {})
+
+
+@pytest.fixture
+def before(tmp_path) -> Path:
+    """tests/data/ids_before copied, its store rebuilt from SQL: files the code before wrote."""
+    folder = tmp_path / "before"
+    shutil.copytree(BEFORE, folder)
+    db = sqlite3.connect(folder / "store.sqlite")
+    db.executescript((folder / "store.sql").read_text())
+    db.close()
+    return folder
+
+
+def judge_args(*extra: str) -> list[str]:
+    return ["judge", "-q", TINY / "queries.tsv", "-c", TINY / "corpus.jsonl", "-p", TINY / "qrels.txt",
+            "--store", "store.sqlite", "--no-progress", "--judge", "scripted:judge.json", "--json", *extra]
+
+
+def test_files_written_before_one_id_builder_still_find_their_judges(before, monkeypatch):
+    monkeypatch.chdir(before)  # the panel file's prompt is a path relative to where it runs, as on the CLI
+    old_panel_ids = set(json.loads((before / "panel.qrels.details.jsonl").read_text().splitlines()[0])["judges"])
+    assert old_panel_ids == {"scripted:judge.json/house.toml/generate", "scripted:judge.json/umbrela/generate"}
+
+    # the panel file, read now, names its prompt-file member as the single judge always was named
+    blend_panel = load_blend_panel(before / "panel.toml")
+    assert blend_panel.judges[0] == "scripted:judge.json/house-umbrela/generate"
+    # ... and a details file the panel wrote before is still its labels
+    done = cli(before, "blend", "--panel", "panel.toml", "--details", "panel.qrels.details.jsonl", "-o", "again.qrels")
+    assert done.returncode == 0, done.stderr
+    assert (before / "again.qrels").read_text() == (before / "panel.qrels").read_text()
+
+    # calibrate maps the details' old ids to the panel's members, models and prompts included
+    specs = specs_for(sorted(old_panel_ids), get_panel(str(before / "panel.toml"), None, "generate", {}).judges)
+    assert {s.prompt for s in specs.values()} == {"house.toml", "umbrela"}
+
+    # the store: the single judge's judgments keep their id, and a run now makes no call
+    for args in (("--prompt", "house.toml", "-o", "single2.qrels"), ("--panel", "panel.toml", "-o", "panel2.qrels")):
+        done = cli(before, *judge_args(*args))
+        assert done.returncode == 0, done.stderr
+        assert all(row["calls_made"] == 0 for row in json.loads(done.stdout)["judges"]), done.stdout
+    assert (before / "single2.qrels").read_text() == (before / "single.qrels").read_text()
+    assert (before / "panel2.qrels").read_text() == (before / "panel.qrels").read_text()
+    with jb.CallStore(before / "store.sqlite") as store:
+        held = store.judge_ids()
+    # the panel's member is now the single judge's own judge: no third id for one judge
+    assert held == sorted({"scripted:judge.json/house-umbrela/generate", "scripted:judge.json/house.toml/generate",
+                           "scripted:judge.json/umbrela/generate"})
+    new_ids = set(json.loads((before / "panel2.qrels.details.jsonl").read_text().splitlines()[0])["judges"])
+    assert new_ids == {"scripted:judge.json/house-umbrela/generate", "scripted:judge.json/umbrela/generate"}
+
+
+def test_a_tiebreaker_labelled_under_its_former_id_is_found_by_blend(before, monkeypatch):
+    """A panel file's [tiebreaker] without an id (a prompt file, logprobs mode): `blend --panel`
+    takes its labels from a file named after the id it had before as readily as after today's."""
+    (before / "tb.toml").write_text((before / "panel.toml").read_text()
+                                    + '\n[tiebreaker]\nmodel = "scripted:judge.json"\nprompt = "house.toml"\n'
+                                      'mode = "logprobs"\nspread = 1\n')
+    monkeypatch.chdir(before)
+    members = [f"{j}=single.qrels" for j in load_blend_panel("panel.toml").judges]
+    for tiebreaker in ("scripted:judge.json/house.toml/logprobs", "scripted:judge.json/house-umbrela/logprobs"):
+        done = cli(before, "blend", "--panel", "tb.toml", *members, f"{tiebreaker}=panel.qrels", "-o", "b.qrels")
+        assert done.returncode == 0, done.stderr
+        assert ("tie-breaker of panel tb.toml: scripted:judge.json/house-umbrela/logprobs, labels from panel.qrels"
+                in done.stderr), done.stderr
