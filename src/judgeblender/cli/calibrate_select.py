@@ -154,8 +154,10 @@ def run_select(table, gold: Mapping[str, Mapping[str, int]], source: str, out: P
         shown.add_column(col, justify="left" if col == "candidate" else "right")
     figure = (lambda c: c.mean) if rule == "one-se" else (lambda c: c.value)
     top = sorted((c for c in sel.candidates if math.isfinite(figure(c))), key=lambda c: -figure(c))[:10]
-    for c in dict.fromkeys([*top, *sel.frontier]):
-        mark = "  <- chosen" if c is sel.chosen else ("  (frontier)" if c in sel.frontier else "")
+    reference = sel.best_member if rule == "paired-bound" else None  # what the chosen panel had to beat
+    for c in dict.fromkeys([*top, *sel.frontier, *(c for c in (sel.chosen, reference) if c is not None)]):
+        mark = ("  <- chosen" if c is sel.chosen else "  (frontier)" if c in sel.frontier
+                else "  (best single judge)" if c is reference else "")
         shown.add_row(c.label + mark, f"{c.cost:g}", f"{c.pooled('kappa'):.3f}", f"{c.pooled('alpha'):.3f}",
                       f"{c.mean:.3f}", f"{c.se:.3f}")
     console.print(shown)
