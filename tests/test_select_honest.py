@@ -231,6 +231,29 @@ def test_below_the_minimum_the_nested_estimate_is_skipped_with_one_line(tmp_path
         "error: --outer-folds: expected 0 (no nested estimate) or an integer of at least 2, got 1"]
 
 
+def test_too_few_queries_for_the_folds_is_one_error_line_not_a_traceback(tmp_path):
+    # 2 labelled queries: outer folds would leave one query to choose on (a traceback before);
+    # 1 labelled query: nothing to hold out at all
+    table, gold = jury({"a": decent(0.5), "b": perfect}, n_queries=2)
+    qrels, args = write_seed(tmp_path, table, gold)
+    done = cli("calibrate", "--select", "--gold", qrels, *args, "-o", tmp_path / "p.toml", "--outer-folds", "2")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: --outer-folds: expected outer folds that leave each fold's selection at least 2 of the 2 labelled "
+        "queries, got 2"]
+    assert cli("calibrate", "--select", "--gold", qrels, *args, "-o", tmp_path / "p.toml").returncode == 0
+    one = tmp_path / "one.qrels"
+    one.write_text("".join(f"q00 0 {d} {v}\n" for d, v in gold["q00"].items()))
+    done = cli("calibrate", "--select", "--gold", one, *args, "-o", tmp_path / "p.toml")
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"error: {one}: expected human labels on pairs of at least 2 queries that the judges labelled (--select "
+        f"scores candidates on held-out queries), got '1 such query'"]
+    from judgeblender.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match="^outer: expected outer folds that leave"):
+        nested_select(table, gold, outer=2)
+
+
 def test_a_panel_that_does_not_beat_the_vote_gets_one_warning_line(tmp_path):
     # three identical judges: any panel, the member and the vote give the same labels
     table, gold = jury({"a": decent(0.5)}, n_queries=22, per_query=15)

@@ -674,6 +674,10 @@ def outer_folds_for(n_queries: int, outer: int | None) -> tuple[int, str | None]
             return 0, "outer folds turned off"
         if outer > n_queries:
             raise ArgumentError("outer", f"at most as many outer folds as labelled queries ({n_queries})", outer)
+        if n_queries - math.ceil(n_queries / outer) < 2:  # the biggest outer fold leaves the rest to choose on
+            raise ArgumentError("outer", f"outer folds that leave each fold's selection at least 2 of the "
+                                         f"{n_queries} labelled queries", outer,
+                                hint="the selection inside an outer fold scores candidates on held-out queries")
         return outer, None
     if n_queries < MIN_OUTER_QUERIES:
         return 0, (f"{n_queries} labelled queries, under the {MIN_OUTER_QUERIES} the nested estimate needs "
@@ -823,6 +827,7 @@ def nested_select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, 
         raise ArgumentError("outer", "an integer of at least 2 (outer query folds)", outer)
     seed = kwargs.get("seed", 0)
     y = gold_array(table, gold)
+    outer_folds_for(len({q for (q, _), g in zip(table.pairs, y) if g >= 0}), outer)  # enough queries for each fold
     outer_folds = query_folds(table, y, outer)
     qids = table.query_ids()
     preds = {name: np.full(table.n_pairs, ABSTAIN) for name in ("chosen", "member")}

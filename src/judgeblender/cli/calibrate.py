@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
                        judge_models=judge_model or [], panel_specs=panel_specs, mode=mode,
                        exhaustive_max=exhaustive_max, time_limit=time_limit, outer_folds=outer_folds, slow=slow,
                        cost_store=store_path if cost_from_store else None, family=family.value, rule=rule.value,
-                       optimise=optimise.value)
+                       optimise=optimise.value, gold_path=gold)
             return
         cal = calibrate(table, gold_qrels, folds=folds, seed=seed)
         if runs is not None:

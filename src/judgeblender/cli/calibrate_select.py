@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ..blend.select import (BOOTSTRAP, DEFAULT_FAMILY, DEFAULT_OPTIMISE, DEFAULT_RULE, Choice, NestedReport,
                             Selection, fit_choice, nested_select, outer_folds_for, select)
-from ..errors import ArgumentError, JudgeblenderError
+from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..judges.judge import JudgeSpec
 from ..judges.panel_file import PanelChoice, panel_file_text, specs_for
 from ..fileio import atomic_write_text
@@ -136,11 +136,15 @@ def run_select(table, gold: Mapping[str, Mapping[str, int]], source: str, out: P
                costs: Sequence[str], judge_models: Sequence[str], panel_specs: Sequence[JudgeSpec], mode: str,
                exhaustive_max: int, time_limit: float, outer_folds: int | None, slow: bool,
                cost_store: Path | None = None, family: str = DEFAULT_FAMILY, rule: str = DEFAULT_RULE,
-               optimise: str = DEFAULT_OPTIMISE) -> Selection:
+               optimise: str = DEFAULT_OPTIMISE, gold_path: Path | None = None) -> Selection:
     specs = specs_for(table.judges, panel_specs, judge_models, mode)  # fail on a bad mapping before searching
     measured = store_costs(cost_store, table.judges) if cost_store is not None else {}
     prices = {**measured, **parse_costs(costs, table.judges)}  # a price given on the command line wins
     labelled = {q for q, d in table.pairs if d in gold.get(q, {})}
+    if len(labelled) < 2:  # the library's own check names its argument; here the file is what to fix
+        raise InputError(gold_path or "--gold", None, "human labels on pairs of at least 2 queries that the judges "
+                         "labelled (--select scores candidates on held-out queries)",
+                         f"{len(labelled)} such quer{'y' if len(labelled) == 1 else 'ies'}")
     try:
         outer, skipped = outer_folds_for(len(labelled), outer_folds)
     except ArgumentError as exc:
