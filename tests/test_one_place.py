@@ -129,15 +129,24 @@ def test_blend_kappa_and_binary_raise_argument_errors_that_name_the_argument(wha
     assert "--" not in str(exc)
 
 
-def test_a_library_argument_error_reaching_the_command_line_is_one_line_in_the_commands_flag(tmp_path):
+def test_a_seed_of_one_query_is_one_line_naming_the_gold_file(tmp_path):
     """calibrate --select with a seed of one query: blend/select.py's error used to escape as a
-    bare ValueError (exit 1 and a traceback); now it is the usage error it is, told of --gold."""
+    bare ValueError (exit 1 and a traceback); the command now checks the seed first and names
+    the file (the library's own error, for the Python caller, is checked below)."""
     shutil.copy(BEFORE / "panel.qrels.details.jsonl", tmp_path / "d.jsonl")
     (tmp_path / "gold.qrels").write_text("q1 0 d1 3\nq1 0 d2 1\n")
     line = one_error(cli(tmp_path, "calibrate", "--gold", "gold.qrels", "--details", "d.jsonl", "--select",
                          "-o", "p.toml"))
-    assert line == "error: --gold: expected labels of at least 2 queries (selection folds by query), got labels of 1"
+    assert line.startswith("error: gold.qrels: expected human labels on pairs of at least 2 queries") and \
+        "got '1 such query'" in line, line
     assert not (tmp_path / "p.toml").exists()
+    from judgeblender.blend import BallotTable
+    from judgeblender.blend.select import select
+    from judgeblender.pairs import Pair
+
+    table = BallotTable.from_votes([(Pair("q1", "d1"), {"a": 3, "b": 2}), (Pair("q1", "d2"), {"a": 1, "b": 1})])
+    with pytest.raises(ValueError, match=r"^gold: expected labels of at least 2 queries .*got labels of 1"):
+        select(table, {"q1": {"d1": 3, "d2": 1}})
 
 
 def test_the_cli_maps_an_argument_to_its_own_flag_in_one_place():

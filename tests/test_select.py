@@ -59,7 +59,7 @@ def test_a_price_on_the_perfect_judge_moves_the_choice_to_a_cheaper_panel_when_w
 
 def test_beyond_the_exhaustive_limit_the_search_is_greedy_and_still_finds_the_perfect_judge():
     table, gold = seed_set()
-    sel = select(table, gold, folds=5, slow=False, exhaustive_max=3)
+    sel = select(table, gold, folds=5, slow=False, exhaustive_max=3, family="subsets")
     assert sel.search == "greedy" and sel.subsets < 15
     assert sel.chosen.label == "member perfect"
 

@@ -6,7 +6,10 @@ that disagreed on the undefined case. Here kappa is NaN wherever it is undefined
 or chance agreement already total (both sides give one and the same label), as scikit-learn's
 `cohen_kappa_score(..., replace_undefined_by=np.nan)`. Weighted kappa ("linear" or
 "quadratic") weighs a disagreement by the distance between the labels' positions in
-`labels`, as scikit-learn does. Needs only numpy; imports nothing of the project.
+`labels`, as scikit-learn does. Krippendorff's ordinal alpha of two raters lives here too,
+from the same confusion counts: agreement reports and panel selection both need it, and
+selection scores thousands of candidates, so neither may call a package per table. Needs
+only numpy; imports nothing of the project.
 """
 
 from __future__ import annotations
@@ -67,6 +70,30 @@ def cohen_kappa(a: Sequence[int], b: Sequence[int], labels: Sequence[int] = (0, 
     """Cohen's kappa between two label vectors over `labels` (default the relevance grades 0-3);
     NaN where it is undefined."""
     return float(kappa_from_confusion(confusion_matrix(a, b, labels), weights))
+
+
+def alpha_ordinal_from_confusion(confusion: np.ndarray) -> np.ndarray:
+    """Krippendorff's ordinal alpha of two raters who label every unit, from (stacks of) k x k
+    confusion matrices over the ordered levels, one value per matrix; NaN where undefined. The
+    same arithmetic as `krippendorff.alpha(level_of_measurement="ordinal", value_domain=levels)`:
+    the coincidence matrix of two complete raters is C + C^T."""
+    c = np.asarray(confusion, dtype=float)
+    k = c.shape[-1]
+    flat = c.reshape(-1, k, k)
+    coincidence = flat + flat.transpose(0, 2, 1)
+    n_v = coincidence.sum(axis=2)  # (m, k): how often each value occurs
+    n = n_v.sum(axis=1)
+    cum = np.cumsum(n_v, axis=1)
+    i, j = np.indices((k, k))
+    lo, hi = np.minimum(i, j), np.maximum(i, j)
+    between = cum[:, hi] - cum[:, lo] + n_v[:, lo]  # sum of n_g for g from lo to hi
+    delta = (between - (n_v[:, i] + n_v[:, j]) / 2) ** 2
+    observed = (coincidence * delta).sum(axis=(1, 2))
+    expected = (n_v[:, :, None] * n_v[:, None, :] * delta).sum(axis=(1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = 1 - (n - 1) * observed / expected
+    value = np.where((n > 1) & (expected > 0), value, np.nan)
+    return value.reshape(c.shape[:-2])
 
 
 def fold_mean_se(values: Sequence[float]) -> tuple[float, float]:

@@ -1,28 +1,56 @@
-"""Choosing who sits on the panel: subsets of judges x aggregators, scored on held-out queries.
+"""Choosing who sits on the panel: candidate panels (members x aggregator), scored on held-out queries.
 
-Search. With at most EXHAUSTIVE_MAX candidate judges every non-empty subset is scored
-(2^8 - 1 = 255 subsets); beyond that, greedy forward selection (add the judge that helps
-most) and greedy backward elimination (drop the judge whose loss hurts least), stopped
-by a time limit. Every visited subset is scored with every fast aggregator (below);
-the slow ones (learned thresholds, dawid-skene, and the probability rules when the table
-has distributions) are scored only on the subsets on the fast candidates' cost-quality
-frontier and on the full panel, cheapest first, within the same time limit, because one
-fit costs seconds. GLAD (tens of seconds a fit) is not searched.
+Families (`family=`, what is searched):
+  subsets  every non-empty subset of the judges up to EXHAUSTIVE_MAX of them (2^8 - 1 = 255),
+           beyond that greedy forward selection then backward elimination within a time limit;
+           each subset with every fast aggregator (FAST_RULES), learned cut points (FRONTIER_RULES)
+           on the fast candidates' cost-quality frontier and the full panel, and with `slow` the
+           SLOW_RULES there too (dawid-skene, probability rules when the votes carry
+           distributions; seconds a fit). GLAD is not searched.
+  ranked   the judges ranked by their seed score (the optimised statistic with the human
+           labels), and for every k the top k with every RANKED_RULES aggregator: about
+           10 x (judges - 1) + 2 candidates. Inside each fold the ranking is redone on that
+           fold's training queries, so a candidate's held-out score is the score of the whole
+           procedure "rank, keep k, blend", ranking included.
+  auto     (default) subsets while every subset is searched (judges <= exhaustive_max), ranked
+           beyond: a greedy search over many judges scores thousands of candidates, and the top of
+           such a list is partly luck.
 
-Scoring. Queries are dealt round-robin into folds (sorted ids, as `calibrate` does); a
-candidate's score is its mean Cohen's kappa (labels 0-3) over the folds, each fold scored
-on its own queries' pairs that have a gold label and a prediction. Learned weights are
-fitted on the other folds only. Fixed rules need no fitting.
+Scoring. Queries with a human label are dealt round-robin into folds (sorted ids, as `calibrate`
+does). Every candidate gives each labelled pair one held-out label: fixed rules need no fitting;
+learned parts (weights, cut points) and the ranked family's ranking are fitted on the other folds'
+queries. A candidate keeps one 4x4 confusion matrix (human label x its label) per seed query, so
+every figure - per-fold kappa, kappa pooled over all folds' pairs, Krippendorff's ordinal alpha,
+query-bootstrap intervals - is a sum and one vectorised formula (kappa.py), not a call per
+candidate. `optimise=` names the statistic the choice maximises: "kappa" (Cohen's, 0-3; the
+default, the figure the project and the LLMJudge challenge report) or "alpha" (ordinal).
 
-Choice: the one-standard-error rule. Among the candidates whose mean kappa is within one
-standard error (of the best candidate's fold kappas) of the best, the cheapest wins, then
-the one with fewer members, then the simplest aggregator, then the higher mean. Cost is a
-price per call (one call per judge and pair) given per judge; with no prices every judge
+Choice (`rule=`):
+  paired-bound (default) a panel must earn its seats: each candidate's pooled figure minus the
+           best single judge's, less one standard error of that difference over 200 resamples of
+           the seed queries (paired: both on the same drawn queries); the best judge alone scores
+           0, so a blend is chosen only when it beats that judge by more than the noise of its
+           own gain, and then the one with the highest such bound.
+  best     the highest statistic pooled over all folds' pairs.
+  one-se   among the candidates whose mean per-fold statistic is within one standard error (of
+           the best candidate's folds) of the best, the cheapest, then fewest members, then
+           simplest, then higher mean (the default before issue 32).
+Equal candidates go to the cheapest, then the fewest members, then the simplest aggregator. Cost
+is a price per call (one call per judge and pair) given per judge; with no prices every judge
 costs 1, so cost is the number of members.
 
-Honest figure: `nested_select` runs the whole selection inside each outer fold's training
-queries and scores the chosen panel on the outer fold's queries, which took no part in
-choosing it, next to every member alone on the same pairs.
+Why these defaults: docs/aggregators.md ("Juries that earn their seats"), measured by
+bench/selection.py with nested query cross-fitting on DL19, DL20, LLMJudge dev and synthetic
+33-judge juries. The one-SE rule's error is dominated by how hard each fold's queries are, so it
+sees nearly every blend as tied and keeps one member; the best inner figure among thousands of
+candidates is partly luck (on the synthetic juries the held-out kappa falls as more subsets are
+searched while the inner one rises); the paired bound cancels the fold difficulty that both
+figures share and charges each candidate for its own noise.
+
+Honest figure: `nested_select` runs the whole selection inside each outer fold's training queries
+and scores what it chose on the outer fold's queries, which took no part in choosing it, next to
+the best single member chosen the same way and the majority vote of all members, with intervals
+from resampling the outer folds' queries.
 """
 
 from __future__ import annotations
@@ -32,16 +60,24 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from ..errors import ArgumentError
-from ..kappa import cohen_kappa, fold_mean_se
+from ..kappa import alpha_ordinal_from_confusion, fold_mean_se, kappa_from_confusion
 from .blender import Blender, fitted_blender
-from .votes import ABSTAIN, N_LABELS, BallotTable
+from .calibrate import learn_thresholds
+from .votes import ABSTAIN, LABELS, N_LABELS, BallotTable
 
 EXHAUSTIVE_MAX = 8  # candidate judges up to which every subset is scored
 DEFAULT_TIME_LIMIT = 120.0  # seconds for a greedy search
+FAMILIES = ("auto", "ranked", "subsets")
+RULES = ("paired-bound", "best", "one-se")
+PAIRED_SAMPLES, PAIRED_Z = 200, 1.0  # the paired-bound rule: query resamples, standard errors
+STATISTICS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "kappa": kappa_from_confusion, "alpha": alpha_ordinal_from_confusion}
+DEFAULT_FAMILY, DEFAULT_RULE, DEFAULT_OPTIMISE = "auto", "paired-bound", "kappa"
 
 # (candidate name, method, tie) of the fast aggregators, computed on label matrices in numpy.
 FAST_RULES: tuple[tuple[str, str, str], ...] = (
@@ -49,15 +85,29 @@ FAST_RULES: tuple[tuple[str, str, str], ...] = (
     ("av", "av", "avg"), ("av-even", "av-even", "avg"), ("median(avg)", "median", "avg"),
     ("min", "min", "avg"), ("max", "max", "avg"), ("learned weights", "weighted", "avg"),
 )
-# Scored on frontier subsets only (slow): name, method, tie, learner (None: nothing fitted).
-SLOW_RULES: tuple[tuple[str, str, str, str | None], ...] = (
-    ("learned thresholds", "prob-expected", "avg", "thresholds"),
-    ("prob-argmax(avg)", "prob-argmax", "avg", None),
-    ("prob-expected", "prob-expected", "avg", None),
-    ("dawid-skene", "dawid-skene", "avg", None),
+# The ranked family's aggregators: the fast ones and learned cut points on the mean expected
+# label (cheap since learn_thresholds reads cumulative counts).
+RANKED_RULES: tuple[tuple[str, str, str], ...] = (*FAST_RULES, ("learned thresholds", "prob-expected", "avg"))
+# Scored on the frontier subsets and the full panel: learned cut points (cheap, always), and with
+# slow=True (`--slow`) the rules Blender runs pair by pair or through crowd-kit (seconds a fit).
+FRONTIER_RULES: tuple[tuple[str, str, str], ...] = (("learned thresholds", "prob-expected", "avg"),)
+SLOW_RULES: tuple[tuple[str, str, str], ...] = (
+    ("prob-argmax(avg)", "prob-argmax", "avg"),
+    ("prob-expected", "prob-expected", "avg"),
+    ("dawid-skene", "dawid-skene", "avg"),
 )
 # Not searched: glad (about 23 s per fit on LLMJudge dev's 7 judges x 7,263 pairs); `blend --method glad` has it.
 SIMPLICITY = {"member": 0, "fixed": 1, "learned": 2}
+
+
+def check_choice_args(family: str, rule: str, optimise: str, folds: int) -> None:
+    """The selection's settings, checked before any work (names the Python argument)."""
+    for argument, value, allowed in (("family", family, FAMILIES), ("rule", rule, RULES),
+                                     ("optimise", optimise, tuple(STATISTICS))):
+        if value not in allowed:
+            raise ArgumentError(argument, "one of " + ", ".join(allowed), value)
+    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
+        raise ArgumentError("folds", "an integer of at least 2 (query folds)", folds)
 
 
 # ---- vectorised aggregators on a label matrix (pairs x judges, ABSTAIN where no vote) ----
@@ -123,32 +173,77 @@ def fast_labels(labels: np.ndarray, method: str, tie: str = "avg", weights: np.n
 
 # ---- candidates ----
 
+def fold_statistic(confusion: np.ndarray, statistic: str) -> np.ndarray:
+    """The statistic of each matrix of a stack; NaN where it holds fewer than 2 pairs (one pair
+    says nothing about agreement, and per-fold figures have always left such folds out)."""
+    confusion = np.asarray(confusion)
+    values = STATISTICS[statistic](confusion)
+    return np.where(confusion.sum(axis=(-1, -2)) >= 2, values, np.nan)
+
+
 @dataclass(eq=False)
 class Choice:
-    """One scored (members, aggregator) candidate."""
+    """One scored (members, aggregator) candidate: its held-out confusion counts per seed query."""
 
     name: str  # aggregator name as shown ("member" for a single judge alone)
-    judges: tuple[str, ...]
+    judges: tuple[str, ...]  # the members on the whole seed (the ranked family: its top k there)
     method: str
     tie: str
     kind: str  # "member", "fixed", "learned"
-    fold_kappas: list[float]
+    confusion: np.ndarray  # (seed queries, 4, 4): held-out counts, rows human label, columns this label
     cost: float
+    folds: np.ndarray  # the fold of each seed query
+    optimise: str = DEFAULT_OPTIMISE
     learner: str | None = None
     weights: dict[str, float] | None = None
     thresholds: tuple[float, ...] | None = None
+    top: int | None = None  # ranked family: the top `top` judges, re-ranked inside every fold
 
     @property
     def label(self) -> str:
+        if self.top is not None:
+            who = f"top {self.top} {{{', '.join(self.judges)}}}"
+            return f"member {self.judges[0]} (top 1)" if self.kind == "member" else f"{self.name} of {who}"
         return f"{self.name} of {{{', '.join(self.judges)}}}" if self.kind != "member" else f"member {self.judges[0]}"
+
+    @cached_property
+    def fold_confusion(self) -> np.ndarray:
+        out = np.zeros((int(self.folds.max()) + 1, N_LABELS, N_LABELS), dtype=np.int64)
+        np.add.at(out, self.folds, self.confusion)
+        return out
+
+    def fold_values(self, statistic: str | None = None) -> list[float]:
+        return fold_statistic(self.fold_confusion, statistic or self.optimise).tolist()
+
+    @property
+    def fold_kappas(self) -> list[float]:
+        return self.fold_values("kappa")
+
+    @cached_property
+    def _mean_se(self) -> tuple[float, float]:
+        return fold_mean_se(self.fold_values())
 
     @property
     def mean(self) -> float:
-        return fold_mean_se(self.fold_kappas)[0]
+        """Mean per-fold statistic (the optimised one): what the one-SE rule and the frontier use."""
+        return self._mean_se[0]
 
     @property
     def se(self) -> float:
-        return fold_mean_se(self.fold_kappas)[1]
+        return self._mean_se[1]
+
+    def pooled(self, statistic: str | None = None) -> float:
+        """The statistic on all folds' held-out pairs together."""
+        return float(fold_statistic(self.confusion.sum(axis=0), statistic or self.optimise))
+
+    @cached_property
+    def value(self) -> float:
+        """The optimised statistic pooled over every fold's pairs: what the `best` rule maximises."""
+        return self.pooled()
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.confusion.sum())
 
     def key(self) -> tuple:
         return (self.cost, len(self.judges), SIMPLICITY[self.kind], -self.mean)
@@ -158,15 +253,25 @@ class Choice:
 class Selection:
     candidates: list[Choice]
     chosen: Choice | None
-    best: Choice | None
+    best: Choice | None  # the candidate with the highest figure the rule looks at
     frontier: list[Choice]
-    search: str  # "exhaustive" or "greedy"
+    search: str  # "ranked", "exhaustive" or "greedy"
     subsets: int
     folds: int
     n_queries: int
     n_pairs: int
     seconds: float
     warnings: list[str] = field(default_factory=list)
+    members: list[Choice] = field(default_factory=list)  # each judge alone, scored the same way
+    all_vote: Choice | None = None  # mv (tie avg) of every judge: no human label used
+    family: str = DEFAULT_FAMILY
+    rule: str = DEFAULT_RULE
+    optimise: str = DEFAULT_OPTIMISE
+
+    @property
+    def best_member(self) -> Choice | None:
+        """The single judge the same rule picks among the judges alone."""
+        return choose(self.members, self.rule, self.members)[0]
 
 
 def gold_array(table: BallotTable, gold: Mapping[str, Mapping[str, int]]) -> np.ndarray:
@@ -179,88 +284,199 @@ def query_folds(table: BallotTable, y: np.ndarray, k: int) -> list[list[str]]:
     return [queries[i::k] for i in range(k)]
 
 
-class _Scorer:
-    def __init__(self, table: BallotTable, y: np.ndarray, folds: list[list[str]], seed: int):
-        self.table, self.y, self.seed = table, y, seed
-        qids = table.query_ids()
-        self.fold_rows = [np.isin(qids, np.asarray(f, dtype=object)) & (y >= 0) for f in folds]
-        self.col = {j: i for i, j in enumerate(table.judges)}
+def expectations(table: BallotTable) -> np.ndarray:
+    """Each vote's expected label (pairs x judges): from its distribution where it has one, else
+    its label; NaN where the judge abstained. The mean over a panel's voters is prob-expected's
+    score (equal to blend.calibrate.expected_scores up to rounding), for every panel at once."""
+    out = np.where(table.voted, table.labels, np.nan).astype(float)
+    if table.probs is not None:
+        dist = table.voted & ~np.isnan(table.probs).any(axis=2)
+        out[dist] = table.probs[dist] @ np.asarray(LABELS, dtype=float)
+    return out
 
-    def fold_kappas(self, pred_per_fold: Sequence[np.ndarray]) -> list[float]:
-        out = []
-        for rows, pred in zip(self.fold_rows, pred_per_fold):
-            ok = rows & (pred != ABSTAIN)
-            out.append(cohen_kappa(self.y[ok], pred[ok]) if ok.sum() >= 2 else float("nan"))
+
+def rank_order(values: np.ndarray) -> np.ndarray:
+    """Column order by falling value (NaN last), ties kept in table order."""
+    return np.argsort(-np.nan_to_num(np.asarray(values, dtype=float), nan=-np.inf), kind="stable")
+
+
+class _Scorer:
+    """Held-out labels of candidates on one seed set split into query folds, as confusion counts."""
+
+    def __init__(self, table: BallotTable, y: np.ndarray, folds: list[list[str]], seed: int,
+                 optimise: str = DEFAULT_OPTIMISE):
+        self.table, self.y, self.seed, self.optimise = table, y, seed, optimise
+        queries = [q for f in folds for q in f]
+        self.fold_of_query = np.repeat(np.arange(len(folds)), [len(f) for f in folds])
+        index = {q: i for i, q in enumerate(queries)}
+        self.query_of_row = np.array([index.get(q, -1) if g >= 0 else -1 for (q, _), g in zip(table.pairs, y)],
+                                     dtype=np.int64)
+        labelled = self.query_of_row >= 0
+        row_fold = np.where(labelled, self.fold_of_query[np.maximum(self.query_of_row, 0)], -1)
+        self.fold_rows = [row_fold == f for f in range(len(folds))]
+        self.labelled = labelled
+        self.n_queries = len(queries)
+        self.col = {j: i for i, j in enumerate(table.judges)}
+        self._expect: np.ndarray | None = None
+        self._fold_weights: list[np.ndarray] | None = None
+
+    def confusion(self, pred: np.ndarray) -> np.ndarray:
+        """(queries, 4, 4) counts of (human label, predicted label) over the labelled pairs that
+        `pred` labels (every pair's held-out label, ABSTAIN where none)."""
+        ok = self.labelled & (pred != ABSTAIN)
+        cells = (self.query_of_row[ok] * N_LABELS + self.y[ok]) * N_LABELS + pred[ok]
+        return np.bincount(cells, minlength=self.n_queries * N_LABELS * N_LABELS).reshape(-1, N_LABELS, N_LABELS)
+
+    def choice(self, name: str, judges: tuple[str, ...], method: str, tie: str, kind: str, pred: np.ndarray,
+               cost: float, **extra) -> Choice:
+        return Choice(name, judges, method, tie, kind, self.confusion(pred), cost, self.fold_of_query,
+                      self.optimise, **extra)
+
+    def held_out(self, per_fold: Sequence[np.ndarray]) -> np.ndarray:
+        """One label per pair, each fold's pairs taken from the prediction made for that fold."""
+        out = np.full(self.table.n_pairs, ABSTAIN)
+        for rows, pred in zip(self.fold_rows, per_fold):
+            out[rows] = pred[rows]
         return out
 
     def member_weights(self, judges: Sequence[str], train: np.ndarray) -> np.ndarray:
+        """Learned weights: each judge's kappa with the human labels on the training pairs, >= 0."""
         w = []
         for j in judges:
             lab = self.table.labels[:, self.col[j]]
             ok = train & (lab != ABSTAIN)
-            k = cohen_kappa(self.y[ok], lab[ok]) if ok.any() else float("nan")
+            conf = np.bincount(self.y[ok] * N_LABELS + lab[ok], minlength=N_LABELS * N_LABELS)
+            k = float(kappa_from_confusion(conf.reshape(N_LABELS, N_LABELS))) if ok.any() else float("nan")
             w.append(max(k, 0.0) if math.isfinite(k) else 0.0)
         return np.asarray(w)
+
+    def member(self, judge: str, cost: float) -> Choice:
+        return self.choice("member", (judge,), "mv", "avg", "member", self.table.labels[:, self.col[judge]].astype(int),
+                           cost)
 
     def fast(self, judges: tuple[str, ...], costs: Mapping[str, float]) -> list[Choice]:
         labels = self.table.labels[:, [self.col[j] for j in judges]]
         cost = float(sum(costs[j] for j in judges))
         if len(judges) == 1:
-            pred = labels[:, 0]
-            return [Choice("member", judges, "mv", "avg", "member", self.fold_kappas([pred] * len(self.fold_rows)), cost)]
+            return [self.member(judges[0], cost)]
         out = []
+        if self._fold_weights is None:  # every judge's learned weight per fold, once for all subsets
+            self._fold_weights = [self.member_weights(self.table.judges, ~rows & self.labelled) for rows in self.fold_rows]
+        cols = [self.col[j] for j in judges]
         for name, method, tie in FAST_RULES:
             if method == "weighted":
                 preds = []
-                for rows in self.fold_rows:
-                    w = self.member_weights(judges, ~rows & (self.y >= 0))
+                for weights in self._fold_weights:
+                    w = weights[cols]
                     preds.append(fast_labels(labels, "weighted", tie, w) if w.any() else np.full(len(labels), ABSTAIN))
-                out.append(Choice(name, judges, method, tie, "learned", self.fold_kappas(preds), cost, learner="weights"))
+                out.append(self.choice(name, judges, method, tie, "learned", self.held_out(preds), cost,
+                                       learner="weights"))
             else:
-                pred = fast_labels(labels, method, tie)
-                out.append(Choice(name, judges, method, tie, "fixed", self.fold_kappas([pred] * len(self.fold_rows)), cost))
+                out.append(self.choice(name, judges, method, tie, "fixed", fast_labels(labels, method, tie), cost))
         return out
 
-    def slow(self, judges: tuple[str, ...], costs: Mapping[str, float], warnings: list[str]) -> list[Choice]:
-        from .calibrate import fit_blend
-
+    def on_frontier(self, judges: tuple[str, ...], costs: Mapping[str, float], slow: bool,
+                    warnings: list[str]) -> list[Choice]:
+        """The rules scored on the frontier subsets only: learned cut points (FRONTIER_RULES), and
+        with `slow` the Blender-run SLOW_RULES (dawid-skene, and the probability rules when the
+        votes carry distributions; on labels alone those equal mv and av, already scored)."""
         if len(judges) < 2:
             return []
+        cost = float(sum(costs[j] for j in judges))
+        out = [self.choice(name, judges, method, tie, "learned", self.thresholds(judges), cost, learner="thresholds")
+               for name, method, tie in FRONTIER_RULES]
+        if not slow:
+            return out
         sub = self.table.only_judges(list(judges))
         has_probs = sub.probs is not None and not np.isnan(sub.probs).all()
-        cost = float(sum(costs[j] for j in judges))
-        gold = {}
-        for (q, d), g in zip(sub.pairs, self.y):
-            if g >= 0:
-                gold.setdefault(q, {})[d] = int(g)
-        out = []
-        for name, method, tie, learner in SLOW_RULES:
-            if method.startswith("prob-") and learner is None and not has_probs:
-                continue  # on labels alone these equal mv / av, already scored
+        for name, method, tie in SLOW_RULES:
+            if method.startswith("prob-") and not has_probs:
+                continue
             try:
-                if learner is None:
-                    lab = Blender(method, tie=tie, seed=self.seed).blend(sub).labels
-                    pred = np.array([ABSTAIN if v is None else v for v in lab])
-                    preds = [pred] * len(self.fold_rows)
-                    kind = "fixed"
-                else:
-                    preds = []
-                    for rows in self.fold_rows:
-                        train = sub.select(np.flatnonzero(~rows & (self.y >= 0)))
-                        lab = fit_blend(train, gold, learner, tie=tie, seed=self.seed).predict(sub)
-                        preds.append(np.array([ABSTAIN if v is None else v for v in lab]))
-                    kind = "learned"
+                lab = Blender(method, tie=tie, seed=self.seed).blend(sub).labels
             except Exception as exc:  # e.g. crowd-kit missing: recorded, not fatal
                 msg = f"{name}: skipped ({exc})"
                 if msg not in warnings:
                     warnings.append(msg)
                 continue
-            out.append(Choice(name, judges, method, tie, kind, self.fold_kappas(preds), cost, learner=learner))
+            pred = np.array([ABSTAIN if v is None else v for v in lab])
+            out.append(self.choice(name, judges, method, tie, "fixed", pred, cost))
         return out
+
+    def expectations(self) -> np.ndarray:
+        if self._expect is None:
+            self._expect = expectations(self.table)
+        return self._expect
+
+    def thresholds(self, judges: tuple[str, ...]) -> np.ndarray:
+        """Held-out labels of learned cut points on the judges' mean expected label: fitted on the
+        other folds' pairs (learn_thresholds, as fit_blend does), applied to each fold's pairs."""
+        cols = [self.col[j] for j in judges]
+        expect = self.expectations()[:, cols]
+        voted = ~np.isnan(expect)
+        count = voted.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            score = np.where(voted, expect, 0.0).sum(axis=1) / count
+        return self.held_out([self._cut(score, count, rows) for rows in self.fold_rows])
+
+    def _cut(self, score: np.ndarray, count: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Cut points learned on the labelled pairs outside `rows`, applied to every pair."""
+        fit = self.labelled & ~rows & (count > 0)
+        cuts = np.asarray(learn_thresholds(score[fit], self.y[fit]))
+        return np.where(np.isnan(score), ABSTAIN, np.searchsorted(cuts, np.nan_to_num(score), side="right"))
+
+    def ranked(self, judges: tuple[str, ...], costs: Mapping[str, float]) -> list[Choice]:
+        """The ranked family: for every k, the top k judges by seed score with every RANKED_RULES
+        aggregator. Within each fold the judges are ranked on the training queries only, and the
+        learned parts are fitted there, so each candidate is scored as the whole procedure."""
+        cols = np.array([self.col[j] for j in judges])
+        labels = self.table.labels[:, cols].astype(int)
+        expect = self.expectations()[:, cols]
+        voted = labels != ABSTAIN
+        member_conf = np.stack([self.confusion(labels[:, i]) for i in range(len(judges))])  # (J, Q, 4, 4)
+        stat = STATISTICS[self.optimise]
+        whole = rank_order(stat(member_conf.sum(axis=1)))
+        n, m = len(judges), len(RANKED_RULES)
+        preds = np.full((n, m, self.table.n_pairs), ABSTAIN, dtype=np.int8)  # per k and rule: every pair's held-out label
+        for f, rows in enumerate(self.fold_rows):
+            train_conf = member_conf[:, self.fold_of_query != f].sum(axis=1)
+            order = rank_order(stat(train_conf))
+            kappas = kappa_from_confusion(train_conf)
+            weights = np.where(np.isfinite(kappas), np.maximum(kappas, 0.0), 0.0)[order]
+            test_labels = labels[rows][:, order]
+            # prefix sums of the ranked judges' expected labels: every k's mean score at once
+            total = np.cumsum(np.where(voted, expect, 0.0)[:, order], axis=1)
+            count = np.cumsum(voted[:, order], axis=1)
+            for k in range(1, n + 1):
+                sub = test_labels[:, :k]
+                for r, (_, method, tie) in enumerate(RANKED_RULES):
+                    if method == "weighted":
+                        w = weights[:k]
+                        out = fast_labels(sub, "weighted", tie, w) if w.any() else np.full(len(sub), ABSTAIN)
+                    elif method == "prob-expected":
+                        with np.errstate(invalid="ignore", divide="ignore"):
+                            score = total[:, k - 1] / count[:, k - 1]
+                        out = self._cut(score, count[:, k - 1], rows)[rows]
+                    else:
+                        out = fast_labels(sub, method, tie)
+                    preds[k - 1, r, rows] = out
+        result = []
+        for k in range(1, n + 1):
+            members = tuple(judges[i] for i in whole[:k])
+            cost = float(sum(costs[j] for j in members))
+            rules = enumerate(RANKED_RULES)
+            if k == 1:  # one judge: every vote rule is its own label; learned cut points can still relabel it
+                result.append(self.choice("member", members, "mv", "avg", "member", preds[0, 0], cost, top=1))
+                rules = [(r, rule) for r, rule in rules if rule[1] == "prob-expected"]
+            for r, (name, method, tie) in rules:
+                learner = {"weighted": "weights", "prob-expected": "thresholds"}.get(method)
+                result.append(self.choice(name, members, method, tie, "learned" if learner else "fixed", preds[k - 1, r],
+                                          cost, learner=learner, top=k))
+        return result
 
 
 def frontier(candidates: Sequence[Choice]) -> list[Choice]:
-    """Cost-quality frontier: by rising cost, each candidate whose mean kappa beats every cheaper one."""
+    """Cost-quality frontier: by rising cost, each candidate whose mean statistic beats every cheaper one."""
     out: list[Choice] = []
     for c in sorted((c for c in candidates if math.isfinite(c.mean)), key=lambda c: (c.cost, -c.mean, c.key())):
         if not out or c.mean > out[-1].mean + 1e-12:
@@ -278,22 +494,104 @@ def one_se_choice(candidates: Sequence[Choice]) -> tuple[Choice | None, Choice |
     return min((c for c in scored if c.mean >= bar), key=Choice.key), best
 
 
+def best_choice(candidates: Sequence[Choice]) -> tuple[Choice | None, Choice | None]:
+    """(chosen, best): the highest pooled statistic; equal ones (within 1e-12) go to the cheapest,
+    then fewest members, then simplest."""
+    scored = [c for c in candidates if math.isfinite(c.value)]
+    if not scored:
+        return None, None
+    top = max(c.value for c in scored)
+    chosen = min((c for c in scored if c.value >= top - 1e-12), key=Choice.key)
+    return chosen, chosen
+
+
+def paired_bound_choice(candidates: Sequence[Choice], members: Sequence[Choice], *, seed: int = 0,
+                        samples: int = PAIRED_SAMPLES, z: float = PAIRED_Z) -> tuple[Choice | None, Choice | None]:
+    """(chosen, best): a panel must earn its seats. The reference is the best single judge (highest
+    pooled figure among `members`); each candidate's bound is its pooled figure minus the
+    reference's, less `z` standard errors of that difference over `samples` resamples of the seed
+    queries (paired: both figures on the same drawn queries). The reference's own bound is 0, so a
+    blend is chosen only when it beats the best judge by more than the noise of its own gain, and
+    then the one with the highest bound (equal ones: cheapest, fewest members, simplest)."""
+    from ..evaluate.bootstrap import bootstrap_query_counts
+
+    ref = best_choice(members)[0]
+    pool = [c for c in candidates if math.isfinite(c.value)]
+    if ref is None:
+        return best_choice(pool)
+    pool.append(ref)
+    queries = len(ref.confusion)
+    counts = bootstrap_query_counts(queries, samples, seed)
+    stack = np.stack([c.confusion.reshape(queries, -1) for c in pool]).astype(float)  # (candidates, queries, 16)
+    replicates = np.einsum("bq,cqk->bck", counts, stack).reshape(samples, len(pool), N_LABELS, N_LABELS)
+    values = STATISTICS[ref.optimise](replicates)  # (samples, candidates)
+    with np.errstate(invalid="ignore"):
+        se = np.nanstd(values - values[:, [-1]], axis=0, ddof=1)
+    bound = np.array([c.value for c in pool]) - ref.value - z * np.where(np.isfinite(se), se, np.inf)
+    bound[-1] = 0.0
+    top = float(np.max(bound))
+    chosen = min((c for c, b in zip(pool, bound) if b >= top - 1e-12), key=Choice.key)
+    return chosen, max(pool, key=lambda c: c.value)
+
+
+def choose(candidates: Sequence[Choice], rule: str = DEFAULT_RULE, members: Sequence[Choice] = (),
+           seed: int = 0) -> tuple[Choice | None, Choice | None]:
+    """(chosen, best) by the named rule (RULES); `members` (each judge alone) are the reference
+    of the paired-bound rule."""
+    if rule == "one-se":
+        return one_se_choice(candidates)
+    if rule == "paired-bound":
+        return paired_bound_choice(candidates, members, seed=seed)
+    return best_choice(candidates)
+
+
 def select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, folds: int = 5,
-           costs: Mapping[str, float] | None = None, exhaustive_max: int = EXHAUSTIVE_MAX,
-           time_limit: float = DEFAULT_TIME_LIMIT, slow: bool = True, seed: int = 0,
-           candidates: Sequence[str] | None = None) -> Selection:
-    """Search subsets of `candidates` (default: every judge of the table); see the module docstring."""
+           costs: Mapping[str, float] | None = None, family: str = DEFAULT_FAMILY, rule: str = DEFAULT_RULE,
+           optimise: str = DEFAULT_OPTIMISE, exhaustive_max: int = EXHAUSTIVE_MAX,
+           time_limit: float = DEFAULT_TIME_LIMIT, slow: bool = False, seed: int = 0,
+           candidates: Sequence[str] | None = None, fold_queries: Sequence[Sequence[str]] | None = None) -> Selection:
+    """Score a family of candidate panels on held-out query folds and choose one (module docstring).
+    `candidates`: the judges to choose among (default every judge of the table); `fold_queries`:
+    the query folds to use instead of the round-robin deal (a bench's repeated splits)."""
+    check_choice_args(family, rule, optimise, folds)
     start = time.monotonic()
     judges = tuple(candidates or table.judges)
+    unknown = [j for j in judges if j not in table.judges]
+    if unknown:
+        raise ArgumentError("candidates", "judges of the table (" + ", ".join(table.judges) + ")", unknown)
     costs = {j: float((costs or {}).get(j, 1.0)) for j in judges}
     y = gold_array(table, gold)
     n_queries = len({q for (q, _), g in zip(table.pairs, y) if g >= 0})
-    k = max(2, min(folds, n_queries))
     if n_queries < 2:
         raise ArgumentError("gold", "labels of at least 2 queries (selection folds by query)",
                             described=f"labels of {n_queries}")
-    scorer = _Scorer(table, y, query_folds(table, y, k), seed)
+    if fold_queries is None:
+        fold_queries = query_folds(table, y, max(2, min(folds, n_queries)))
+    fold_queries = [list(f) for f in fold_queries if len(f)]
+    scorer = _Scorer(table, y, fold_queries, seed, optimise)
     warnings: list[str] = []
+    members = [scorer.member(j, costs[j]) for j in judges]
+    all_vote = scorer.choice("mv(avg)", judges, "mv", "avg", "fixed",
+                             fast_labels(table.labels[:, [scorer.col[j] for j in judges]], "mv", "avg"),
+                             float(sum(costs.values())))
+    if family == "auto":  # every subset while that is few enough to search; the ranked family beyond
+        family = "subsets" if len(judges) <= exhaustive_max else "ranked"
+    if family == "ranked":
+        everything = scorer.ranked(judges, costs)
+        search, n_subsets = "ranked", len(judges)
+    else:
+        everything, search, n_subsets = _search_subsets(scorer, judges, costs, exhaustive_max, time_limit, slow,
+                                                        start, warnings)
+    chosen_c, best = choose(everything, rule, members, seed)
+    return Selection(everything, chosen_c, best, frontier(everything), search, n_subsets, len(fold_queries),
+                     n_queries, int((y >= 0).sum()), time.monotonic() - start, warnings, members, all_vote, family,
+                     rule, optimise)
+
+
+def _search_subsets(scorer: _Scorer, judges: tuple[str, ...], costs: Mapping[str, float], exhaustive_max: int,
+                    time_limit: float, slow: bool, start: float, warnings: list[str]) -> tuple[list[Choice], str, int]:
+    """The subsets family: exhaustive up to `exhaustive_max` judges, else greedy; learned cut points
+    (and with `slow` the slow rules) on the frontier subsets."""
     scored: dict[tuple[str, ...], list[Choice]] = {}
 
     def score(subset: Sequence[str]) -> float:
@@ -322,18 +620,15 @@ def select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, folds: 
                             f"{len(scored)} subsets")
     fast_all = [c for cs in scored.values() for c in cs]
     everything = list(fast_all)
-    if slow:
-        refine = {c.judges for c in frontier(fast_all)} | {judges}
-        todo = sorted(refine, key=lambda s: (sum(costs[j] for j in s), len(s)))
-        for n, subset in enumerate(todo):
-            if time.monotonic() - start >= time_limit:
-                warnings.append(f"slow aggregators scored on {n} of {len(todo)} frontier subsets: time limit "
-                                f"({time_limit:.0f} s) reached")
-                break
-            everything += scorer.slow(subset, costs, warnings)
-    chosen_c, best = one_se_choice(everything)
-    return Selection(everything, chosen_c, best, frontier(everything), search, len(scored), k, n_queries,
-                     int((y >= 0).sum()), time.monotonic() - start, warnings)
+    refine = {c.judges for c in frontier(fast_all)} | {judges}
+    todo = sorted(refine, key=lambda s: (sum(costs[j] for j in s), len(s)))
+    for n, subset in enumerate(todo):
+        if time.monotonic() - start >= time_limit:
+            warnings.append(f"frontier aggregators scored on {n} of {len(todo)} frontier subsets: time limit "
+                            f"({time_limit:.0f} s) reached")
+            break
+        everything += scorer.on_frontier(subset, costs, slow, warnings)
+    return everything, search, len(scored)
 
 
 # ---- applying a choice, and nested evaluation ----
@@ -342,7 +637,8 @@ def fit_choice(c: Choice, table: BallotTable, gold: Mapping[str, Mapping[str, in
     """The candidate with its learned parts fitted on all of `table`'s labelled pairs."""
     from .calibrate import fit_blend
 
-    out = Choice(c.name, c.judges, c.method, c.tie, c.kind, list(c.fold_kappas), c.cost, c.learner)
+    out = Choice(c.name, c.judges, c.method, c.tie, c.kind, c.confusion, c.cost, c.folds, c.optimise, c.learner,
+                 top=c.top)
     if c.learner is not None:
         learned = fit_blend(table.only_judges(list(c.judges)), gold, c.learner, tie=c.tie, seed=seed)
         out.weights, out.thresholds = learned.weights, learned.thresholds
@@ -357,9 +653,36 @@ def apply_choice(c: Choice, table: BallotTable, seed: int = 0) -> np.ndarray:
     """Labels of a fitted candidate on another table (ABSTAIN where it gives none)."""
     sub = table.only_judges(list(c.judges))
     if c.kind == "member":
-        return sub.labels[:, 0].copy()
+        return sub.labels[:, 0].astype(int)
     lab = blender_of(c, seed).blend(sub).labels
     return np.array([ABSTAIN if v is None else v for v in lab])
+
+
+MIN_OUTER_QUERIES = 20  # below this many labelled queries the nested estimate is not run by default
+DEFAULT_OUTER = 5
+BOOTSTRAP = 1000  # query resamples for the nested estimate's intervals
+
+
+def outer_folds_for(n_queries: int, outer: int | None) -> tuple[int, str | None]:
+    """(outer folds to run, why none are run). `outer` None: DEFAULT_OUTER when the seed has at
+    least MIN_OUTER_QUERIES labelled queries. With fewer, each outer fold would hold out under 4
+    queries and choose on under 16, so the estimate would mostly say which queries fell where."""
+    if outer is not None:
+        if isinstance(outer, bool) or not isinstance(outer, int) or outer < 0 or outer == 1:
+            raise ArgumentError("outer", "0 (no nested estimate) or an integer of at least 2", outer)
+        if outer == 0:
+            return 0, "outer folds turned off"
+        if outer > n_queries:
+            raise ArgumentError("outer", f"at most as many outer folds as labelled queries ({n_queries})", outer)
+        if n_queries - math.ceil(n_queries / outer) < 2:  # the biggest outer fold leaves the rest to choose on
+            raise ArgumentError("outer", f"outer folds that leave each fold's selection at least 2 of the "
+                                         f"{n_queries} labelled queries", outer,
+                                hint="the selection inside an outer fold scores candidates on held-out queries")
+        return outer, None
+    if n_queries < MIN_OUTER_QUERIES:
+        return 0, (f"{n_queries} labelled queries, under the {MIN_OUTER_QUERIES} the nested estimate needs "
+                   f"({DEFAULT_OUTER} outer folds would each hold out under 4 queries and choose on under 16)")
+    return DEFAULT_OUTER, None
 
 
 @dataclass
@@ -371,32 +694,143 @@ class OuterFold:
     inner_best_member: str
     inner_best_member_kappa: float
     member_kappa: dict[str, float]
+    chosen_alpha: float = float("nan")
+    inner_value: float = float("nan")  # what the inner folds said of the chosen candidate
+
+
+@dataclass
+class Estimate:
+    """One procedure's held-out figures over the outer folds' pooled pairs, with percentile
+    intervals from resampling the outer folds' queries."""
+
+    name: str
+    confusion: np.ndarray  # (queries, 4, 4)
+    kappa: float
+    alpha: float
+    kappa_ci: tuple[float, float]
+    alpha_ci: tuple[float, float]
+
+    def value(self, statistic: str) -> float:
+        return self.kappa if statistic == "kappa" else self.alpha
+
+    def ci(self, statistic: str) -> tuple[float, float]:
+        return self.kappa_ci if statistic == "kappa" else self.alpha_ci
+
+    def figures(self) -> dict:
+        return {"kappa": self.kappa, "kappa_ci": list(self.kappa_ci), "alpha": self.alpha,
+                "alpha_ci": list(self.alpha_ci)}
 
 
 @dataclass
 class NestedReport:
     folds: list[OuterFold]
-    pooled_chosen: float
-    pooled_inner_member: float
-    pooled_members: dict[str, float]
+    chosen: Estimate  # the whole selection, re-run inside each outer fold
+    member: Estimate  # the single judge the same rule picks inside each outer fold
+    vote: Estimate  # mv (tie avg) of every judge: no human label used
+    pooled_members: dict[str, float]  # each judge alone, in hindsight (kappa)
     n_pairs: int
+    n_queries: int = 0
+    outer: int = 0
+    inner: int = 0
+    optimise: str = DEFAULT_OPTIMISE
+    bootstrap: int = BOOTSTRAP
+    confidence: float = 0.95
+    differences: dict[str, dict[str, tuple[float, tuple[float, float]]]] = field(default_factory=dict)
+    same_as_member: bool = False  # the chosen procedure gave the member's labels on every scored pair
+
+    @property
+    def pooled_chosen(self) -> float:
+        return self.chosen.kappa
+
+    @property
+    def pooled_inner_member(self) -> float:
+        return self.member.kappa
 
     @property
     def best_member(self) -> tuple[str, float]:
+        """The judge with the best pooled kappa in hindsight (chosen on the test labels: not a procedure)."""
         j = max(self.pooled_members, key=lambda j: np.nan_to_num(self.pooled_members[j], nan=-np.inf))
         return j, self.pooled_members[j]
 
+    @property
+    def beats_both(self) -> bool:
+        """The chosen procedure's held-out figure (the optimised statistic) is above both the best
+        member chosen the same way and the all-member vote."""
+        s = self.optimise
+        return self.chosen.value(s) > self.member.value(s) and self.chosen.value(s) > self.vote.value(s)
 
-def nested_select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, outer: int = 5, inner: int = 5,
-                  progress: Callable[[str], None] | None = None, **kwargs) -> NestedReport:
-    """Selection inside each outer fold's training queries; the chosen panel scored on the outer
-    fold's queries (the honest figure), pooled over outer folds, next to each member alone and
-    to the member the inner selection would pick among members only."""
+    def warning(self) -> str | None:
+        """One line when the chosen panel does not beat both comparisons on new queries. A procedure
+        that chose the very member the comparison chose, in every outer fold, cannot beat it: then
+        only the all-member vote is a finding."""
+        s = self.optimise
+        if self.beats_both or (self.same_as_member and self.chosen.value(s) > self.vote.value(s)):
+            return None
+        s = self.optimise
+        return (f"on held-out queries the chosen panels ({s} {self.chosen.value(s):.3f}) do not beat both the best "
+                f"member chosen the same way ({self.member.value(s):.3f}) and the majority vote of all members "
+                f"({self.vote.value(s):.3f}); {self._advice()}")
+
+    def _advice(self) -> str:
+        s = self.optimise
+        if self.vote.value(s) >= self.member.value(s):
+            return "a plain mv of every judge needs no human label and did as well"
+        return "the best single judge did as well at a fraction of the calls"
+
+    def figures(self) -> dict:
+        """What a panel file records: the three procedures' figures and the paired differences."""
+        return {"outer_folds": self.outer, "inner_folds": self.inner, "queries": self.n_queries,
+                "pairs": self.n_pairs, "optimise": self.optimise, "bootstrap": self.bootstrap,
+                "confidence": self.confidence, "chosen": self.chosen.figures(), "best_member": self.member.figures(),
+                "all_member_vote": self.vote.figures(), "same_as_member": self.same_as_member,
+                "differences": {k: {s: {"value": v, "ci": list(ci)} for s, (v, ci) in d.items()}
+                                for k, d in self.differences.items()}}
+
+
+def estimates(named: Mapping[str, np.ndarray], bootstrap: int, seed: int, confidence: float
+              ) -> tuple[dict[str, Estimate], dict[str, dict[str, tuple[float, tuple[float, float]]]]]:
+    """Estimates of per-query confusion stacks (same queries, same order), and the paired
+    differences of the first to each other one: every statistic of every bootstrap replicate is one
+    matrix product over the same drawn queries, so the differences' intervals are paired."""
+    from ..evaluate.bootstrap import bootstrap_query_counts, percentile_interval
+
+    first = next(iter(named))
+    n_queries = len(named[first])
+    counts = bootstrap_query_counts(n_queries, bootstrap, seed) if bootstrap else np.zeros((0, n_queries))
+    values: dict[str, dict[str, np.ndarray]] = {}
+    out: dict[str, Estimate] = {}
+    for name, conf in named.items():
+        reps = (counts @ conf.reshape(n_queries, -1)).reshape(-1, N_LABELS, N_LABELS)
+        values[name] = {s: STATISTICS[s](reps) for s in STATISTICS}
+        total = conf.sum(axis=0)
+        out[name] = Estimate(name, conf, float(kappa_from_confusion(total)), float(alpha_ordinal_from_confusion(total)),
+                             percentile_interval(values[name]["kappa"], confidence),
+                             percentile_interval(values[name]["alpha"], confidence))
+    diffs = {}
+    for name in list(named)[1:]:
+        diffs[name] = {s: (out[first].value(s) - out[name].value(s),
+                           percentile_interval(values[first][s] - values[name][s], confidence)) for s in STATISTICS}
+    return out, diffs
+
+
+def nested_select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, outer: int = DEFAULT_OUTER,
+                  inner: int = 5, progress: Callable[[str], None] | None = None, bootstrap: int = BOOTSTRAP,
+                  confidence: float = 0.95, **kwargs) -> NestedReport:
+    """The honest figure of a selection procedure: the whole selection (`select` with `kwargs`)
+    re-run inside each outer fold's training queries, what it chose scored on the outer fold's
+    queries, which took no part in choosing it; pooled over the outer folds' pairs, next to the
+    single judge the same rule picks inside each fold and the majority vote of all judges, on the
+    same pairs (a human label and every judge's vote), with intervals over the queries."""
+    rule = kwargs.get("rule", DEFAULT_RULE)
+    check_choice_args(kwargs.get("family", DEFAULT_FAMILY), rule, kwargs.get("optimise", DEFAULT_OPTIMISE), inner)
+    if isinstance(outer, bool) or not isinstance(outer, int) or outer < 2:
+        raise ArgumentError("outer", "an integer of at least 2 (outer query folds)", outer)
+    seed = kwargs.get("seed", 0)
     y = gold_array(table, gold)
+    outer_folds_for(len({q for (q, _), g in zip(table.pairs, y) if g >= 0}), outer)  # enough queries for each fold
     outer_folds = query_folds(table, y, outer)
     qids = table.query_ids()
-    pooled_pred = np.full(table.n_pairs, ABSTAIN)
-    pooled_member = np.full(table.n_pairs, ABSTAIN)
+    preds = {name: np.full(table.n_pairs, ABSTAIN) for name in ("chosen", "member")}
     in_test = np.zeros(table.n_pairs, dtype=bool)
     reports = []
     for n, test_q in enumerate(outer_folds, start=1):
@@ -407,24 +841,52 @@ def nested_select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, 
             raise RuntimeError(f"outer fold {n} puts a query on both sides")
         train_gold = {q: g for q, g in gold.items() if q in train_q}
         sel = select(train_t, train_gold, folds=inner, **kwargs)
-        if sel.chosen is None:
+        member = sel.best_member
+        if sel.chosen is None or member is None:
             continue
-        chosen = fit_choice(sel.chosen, train_t, train_gold, kwargs.get("seed", 0))
-        members = [c for c in sel.candidates if c.kind == "member" and math.isfinite(c.mean)]
-        inner_member = max(members, key=lambda c: c.mean)
-        pred = apply_choice(chosen, table)
-        mpred = apply_choice(inner_member, table)
-        rows = test & (y >= 0) & (pred != ABSTAIN) & table.voted.all(axis=1)
-        pooled_pred[test] = pred[test]
-        pooled_member[test] = mpred[test]
+        chosen = fit_choice(sel.chosen, train_t, train_gold, seed)
+        pred, mpred = apply_choice(chosen, table, seed), apply_choice(member, table, seed)
+        preds["chosen"][test] = pred[test]
+        preds["member"][test] = mpred[test]
         in_test |= test
-        per_member = {j: cohen_kappa(y[rows], table.labels[rows, i]) for i, j in enumerate(table.judges)}
-        reports.append(OuterFold(n, tuple(test_q), chosen.label, cohen_kappa(y[rows], pred[rows]), inner_member.judges[0],
-                                 cohen_kappa(y[rows], mpred[rows]), per_member))
+        rows = test & (y >= 0) & (pred != ABSTAIN) & (mpred != ABSTAIN) & table.voted.all(axis=1)
+        per_member = {j: _kappa(y[rows], table.labels[rows, i]) for i, j in enumerate(table.judges)}
+        reports.append(OuterFold(n, tuple(test_q), chosen.label, _kappa(y[rows], pred[rows]), member.judges[0],
+                                 _kappa(y[rows], mpred[rows]), per_member, _alpha(y[rows], pred[rows]),
+                                 sel.chosen.value if rule == "best" else sel.chosen.mean))
         if progress:
-            progress(f"outer fold {n}: chose {chosen.label} (inner {sel.chosen.mean:.3f}); "
-                     f"held out {reports[-1].chosen_kappa:.3f}")
-    rows = in_test & (y >= 0) & (pooled_pred != ABSTAIN) & table.voted.all(axis=1)
-    members = {j: cohen_kappa(y[rows], table.labels[rows, i]) for i, j in enumerate(table.judges)}
-    return NestedReport(reports, cohen_kappa(y[rows], pooled_pred[rows]), cohen_kappa(y[rows], pooled_member[rows]), members,
-                        int(rows.sum()))
+            progress(f"outer fold {n}: chose {chosen.label} (inner {sel.optimise} {reports[-1].inner_value:.3f}); "
+                     f"held out kappa {reports[-1].chosen_kappa:.3f}")
+    vote = fast_labels(table.labels.astype(int), "mv", "avg")
+    rows = (in_test & (y >= 0) & (preds["chosen"] != ABSTAIN) & (preds["member"] != ABSTAIN) & (vote != ABSTAIN)
+            & table.voted.all(axis=1))
+    if not rows.any():
+        raise ArgumentError("gold", "held-out pairs that every judge labelled", 0,
+                            hint="no outer fold left a pair to score")
+    tested = sorted({q for q, r in zip(qids, rows) if r})
+    index = {q: i for i, q in enumerate(tested)}
+    qrow = np.array([index.get(q, -1) for q in qids])
+
+    def per_query(pred: np.ndarray) -> np.ndarray:
+        cells = (qrow[rows] * N_LABELS + y[rows]) * N_LABELS + pred[rows]
+        return np.bincount(cells, minlength=len(tested) * N_LABELS * N_LABELS).reshape(-1, N_LABELS, N_LABELS)
+
+    named = {"chosen": per_query(preds["chosen"]), "member": per_query(preds["member"]), "vote": per_query(vote)}
+    est, diffs = estimates(named, bootstrap, seed, confidence)
+    members = {j: _kappa(y[rows], table.labels[rows, i]) for i, j in enumerate(table.judges)}
+    return NestedReport(reports, est["chosen"], est["member"], est["vote"], members, int(rows.sum()), len(tested),
+                        outer, inner, kwargs.get("optimise", DEFAULT_OPTIMISE), bootstrap, confidence, diffs,
+                        bool(np.array_equal(preds["chosen"][rows], preds["member"][rows])))
+
+
+def _kappa(a: np.ndarray, b: np.ndarray) -> float:
+    return float(fold_statistic(_confusion(a, b), "kappa"))
+
+
+def _alpha(a: np.ndarray, b: np.ndarray) -> float:
+    return float(fold_statistic(_confusion(a, b), "alpha"))
+
+
+def _confusion(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.bincount(np.asarray(a) * N_LABELS + np.asarray(b), minlength=N_LABELS * N_LABELS).reshape(N_LABELS,
+                                                                                                      N_LABELS)

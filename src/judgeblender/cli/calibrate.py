@@ -6,10 +6,13 @@ import math
 from pathlib import Path
 from typing import Optional
 
+from enum import Enum
+
 import typer
 from rich.table import Table
 
 from ..blend import load_details, load_qrels_ballots
+from ..blend.select import DEFAULT_FAMILY, DEFAULT_OPTIMISE, DEFAULT_OUTER, DEFAULT_RULE, FAMILIES, MIN_OUTER_QUERIES, RULES, STATISTICS
 from ..errors import JudgeblenderError
 from ..panels.calibrate import MIN_SEED_TEXT, Calibration, Candidate, blender_for, calibrate, seed_shortfall
 from ..panels.panel_file import PanelChoice, panel_file_text, specs_for
@@ -17,6 +20,12 @@ from ..pairs import Pair, read_corpus, read_qrels, read_queries, read_runs_dir
 from ..fileio import atomic_write_text
 from .agree import check_invalid_labels
 from .console import console, err_console
+
+
+# --select's choices, as typer takes them (an Enum per option; the names are blend/select.py's)
+Family = Enum("Family", {name: name for name in FAMILIES}, type=str)
+Rule = Enum("Rule", {name.replace("-", "_"): name for name in RULES}, type=str)
+Optimise = Enum("Optimise", {name: name for name in STATISTICS}, type=str)
 
 
 def panel_toml(cal: Calibration, chosen: Candidate, source: str, specs=None) -> str:
@@ -48,14 +57,17 @@ def register(app: typer.Typer) -> None:
         folds: int = typer.Option(5, "--folds", help="Query folds for held-out scoring."),
         seed: int = typer.Option(0, "--seed"),
         out: Path = typer.Option(..., "--out", "-o", help="The chosen panel file (TOML)."),
-        select_panel: bool = typer.Option(False, "--select", help="Also choose the members: subsets x aggregators, cost-quality frontier (see docs/aggregators.md)."),
+        select_panel: bool = typer.Option(False, "--select", help="Also choose the members: a family of candidate panels x aggregators, scored on held-out query folds (see docs/aggregators.md)."),
         cost: Optional[list[str]] = typer.Option(None, "--cost", help="NAME=PRICE per call for --select (others cost 1); repeatable."),
         judge_model: Optional[list[str]] = typer.Option(None, "--judge-model", help="NAME=MODEL[/PROMPT[/MODE]]: the model a label-file judge stands for, written to the panel file; repeatable."),
-        exhaustive_max: int = typer.Option(8, "--exhaustive-max", help="--select: score every subset up to this many judges, else greedy."),
-        time_limit: float = typer.Option(120.0, "--time-limit", help="--select: seconds for one search."),
-        outer_folds: int = typer.Option(0, "--outer-folds", help="--select: re-run the selection inside N outer query folds and report the honest held-out figure (0: off)."),
+        family: Family = typer.Option(Family(DEFAULT_FAMILY), "--family", help="--select: the candidates: 'auto' (the default: 'subsets' up to --exhaustive-max judges, 'ranked' beyond), 'subsets' (every subset up to --exhaustive-max judges, greedy beyond) or 'ranked' (judges ranked by seed score, the top k for every k)."),
+        rule: Rule = typer.Option(Rule(DEFAULT_RULE), "--rule", help="--select: how the candidate is chosen: 'paired-bound' (the default: a panel must beat the best single judge by more than one standard error of the paired difference), 'best' (highest pooled figure) or 'one-se' (the one-standard-error rule); docs/aggregators.md."),
+        optimise: Optimise = typer.Option(Optimise(DEFAULT_OPTIMISE), "--optimise", help="--select: the held-out statistic the choice maximises: Cohen's kappa (0-3) or Krippendorff's ordinal alpha."),
+        exhaustive_max: int = typer.Option(8, "--exhaustive-max", help="--select, subsets family: score every subset up to this many judges, else greedy ('auto' uses the ranked family beyond)."),
+        time_limit: float = typer.Option(120.0, "--time-limit", help="--select, subsets family: seconds for one search."),
+        outer_folds: Optional[int] = typer.Option(None, "--outer-folds", help=f"--select: re-run the selection inside N outer query folds and report the honest held-out figure; 0: off. Default: {DEFAULT_OUTER} when the seed has at least {MIN_OUTER_QUERIES} labelled queries, else skipped with a note."),
         cost_from_store: bool = typer.Option(False, "--cost-from-store", help="--select: each judge's cost = its mean calls per pair in --store (a --cost price wins)."),
-        slow: bool = typer.Option(True, "--slow/--fast-only", help="--select: also score learned thresholds and dawid-skene on the frontier subsets."),
+        slow: bool = typer.Option(False, "--slow/--fast-only", help="--select, subsets family: also score dawid-skene (and the probability rules when the votes carry distributions) on the frontier subsets; seconds a fit, off by default (learned thresholds are always scored)."),
         invalid_labels: str = typer.Option("error", "--invalid-labels", help="A --labels label outside 0..3: 'error' stops naming file:line, 'abstain' counts the judge as abstaining on the pair."),
     ) -> None:
         """Score each judge and aggregator on a human seed set, choose, and write the panel file."""
@@ -96,7 +108,8 @@ def register(app: typer.Typer) -> None:
             run_select(table, gold_qrels, source, out, folds=folds, seed=seed, costs=cost or [],
                        judge_models=judge_model or [], panel_specs=panel_specs, mode=mode,
                        exhaustive_max=exhaustive_max, time_limit=time_limit, outer_folds=outer_folds, slow=slow,
-                       cost_store=store_path if cost_from_store else None)
+                       cost_store=store_path if cost_from_store else None, family=family.value, rule=rule.value,
+                       optimise=optimise.value, gold_path=gold)
             return
         cal = calibrate(table, gold_qrels, folds=folds, seed=seed)
         if runs is not None:

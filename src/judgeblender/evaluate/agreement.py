@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .. import arguments
-from ..errors import InputError
-from ..kappa import cohen_kappa, confusion_matrix, kappa_from_confusion
+from ..errors import InputError, JudgeblenderError
+from ..kappa import alpha_ordinal_from_confusion, cohen_kappa, confusion_matrix, kappa_from_confusion
 from .bootstrap import bootstrap_query_counts, percentile_interval
 from .intervals import CONFIDENCE
 from .scope import query_set
@@ -172,30 +172,6 @@ def confusion_statistics(confusion: np.ndarray) -> dict[str, np.ndarray]:
             "weighted_kappa_linear": kappa_from_confusion(c, "linear"),
             "weighted_kappa_quadratic": kappa_from_confusion(c, "quadratic"),
             "alpha_ordinal": alpha_ordinal_from_confusion(c)}
-
-
-def alpha_ordinal_from_confusion(confusion: np.ndarray) -> np.ndarray:
-    """Krippendorff's ordinal alpha of two raters who label every unit, from (stacks of) k x k
-    confusion matrices over the ordered levels, one value per matrix; NaN where undefined. The
-    same arithmetic as `krippendorff.alpha(level_of_measurement="ordinal", value_domain=levels)`:
-    the coincidence matrix of two complete raters is C + C^T."""
-    c = np.asarray(confusion, dtype=float)
-    k = c.shape[-1]
-    flat = c.reshape(-1, k, k)
-    coincidence = flat + flat.transpose(0, 2, 1)
-    n_v = coincidence.sum(axis=2)  # (m, k): how often each value occurs
-    n = n_v.sum(axis=1)
-    cum = np.cumsum(n_v, axis=1)
-    i, j = np.indices((k, k))
-    lo, hi = np.minimum(i, j), np.maximum(i, j)
-    between = cum[:, hi] - cum[:, lo] + n_v[:, lo]  # sum of n_g for g from lo to hi
-    delta = (between - (n_v[:, i] + n_v[:, j]) / 2) ** 2
-    observed = (coincidence * delta).sum(axis=(1, 2))
-    expected = (n_v[:, :, None] * n_v[:, None, :] * delta).sum(axis=(1, 2))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = 1 - (n - 1) * observed / expected
-    value = np.where((n > 1) & (expected > 0), value, np.nan)
-    return value.reshape(c.shape[:-2])
 
 
 def _check_levels(qrels: Qrels, role: str, source: str) -> None:

@@ -102,7 +102,8 @@ def preset(name: str, models: list[str] | None, mode: str, options: dict[str, An
     return Panel(name=name, judges=specs, method="mv", tie="avg")
 
 
-PANEL_KEYS = {"name", "aggregator", "judges", "tiebreaker", "warning"}  # [tiebreaker]: panels/panel_file.py
+# [tiebreaker]: panels/panel_file.py; [selection]: what `calibrate --select` measured (a record, not read)
+PANEL_KEYS = {"name", "aggregator", "judges", "tiebreaker", "warning", "selection"}
 JUDGE_KEYS = {"model", "prompt", "mode", "weight", "id", "options"}
 AGGREGATOR_KEYS = {"method", "tie", "seed", "thresholds"}
 

@@ -137,12 +137,34 @@ def specs_for(judges: Sequence[str], panel_specs: Sequence[JudgeSpec] = (), judg
     return out
 
 
+def _record_value(v: Any) -> str:
+    """A recorded figure as TOML: floats to 6 decimals, and NaN (an undefined statistic) as TOML's
+    own `nan`, so a record never fails to be written because a figure is undefined."""
+    if isinstance(v, float) and not isinstance(v, bool):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(round(v, 6))
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_record_value(x) for x in v) + "]"
+    return _value(v)
+
+
+def _record_lines(name: str, table: Mapping[str, Any]) -> list[str]:
+    """`[name]` with its plain keys, then each sub-table as `[name.key]`."""
+    lines = ["", f"[{name}]"]
+    subs = [(k, v) for k, v in table.items() if isinstance(v, Mapping)]
+    lines += [f"{_key(str(k))} = {_record_value(v)}" for k, v in table.items() if not isinstance(v, Mapping)]
+    for k, v in subs:
+        lines += _record_lines(f"{name}.{_key(str(k))}", v)
+    return lines
+
+
 def panel_file_text(choice: PanelChoice, specs: Mapping[str, JudgeSpec | None], comments: Sequence[str] = (),
                     name: str = "calibrated", base_options: Mapping[str, Any] | None = None,
-                    warning: str | None = None) -> str:
+                    warning: str | None = None, tables: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The TOML text: comments first, then name, [aggregator] and one [[judges]] per member.
     A `warning` (calibrate: no judge beats chance) is written as a comment and as the key
     `warning`, which `judge --panel` and `blend --panel` repeat when they use the file.
+    `tables` are records written last (`calibrate --select`'s [selection]: how the panel was chosen
+    and its held-out figures), readable by any TOML reader and ignored by the panel loaders.
 
     Options equal to `base_options` (the command line's, which `judge --panel` adds itself)
     are still written: the file must run as written, whatever the next command line says.
@@ -169,6 +191,8 @@ def panel_file_text(choice: PanelChoice, specs: Mapping[str, JudgeSpec | None], 
                 lines.append(f"options = {_value(options)}")
         if choice.weights is not None:
             lines.append(f"weight = {float(choice.weights[judge])!r}")
+    for table_name, table in (tables or {}).items():
+        lines += _record_lines(table_name, table)
     return "\n".join(lines) + "\n"
 
 
