@@ -341,9 +341,7 @@ async def _run_calls(
         return req
 
     key_of = call_keys(identity) if store else None
-    store_rows = getattr(judge.backend, "store_rows", None)
-    if store_rows is not None:  # a Ray backend: its workers make the costly parts of each answer's row
-        store_rows(store)
+    judge.backend.store_rows(store)  # a Ray backend: its workers make the costly parts of each answer's row
 
     def lookups() -> Iterator[tuple[int, str, StoredCall | None]]:
         """The requests in prompt order, each with its key and stored answer, looked up a chunk
@@ -573,7 +571,7 @@ async def _run_judge(
 ) -> tuple[dict[Pair, Judgment], JudgeStats]:
     stats = JudgeStats(judge.id, pairs=len(items), fallback=judge.fallback)
     started = time.perf_counter()
-    retries_before = getattr(judge.backend, "retries_total", 0)
+    retries_before = await judge.backend.count_retries()
     # a passage is cut only to fit a known context (passage_budget is None without one)
     field = judge.template.truncate if judge.backend.context_tokens() is not None else None
     budgets: dict[tuple, int | None] = {}  # by the other fields' values: one query, one budget
@@ -674,7 +672,7 @@ async def _run_judge(
                 await _run_calls(judge, step, asks, store, writer, reporter, stats, on_answer)
             except LogprobsUnsupported as exc:
                 # the answers of this wave that came before stand; the rest are asked again, generated
-                judge._fall_back(str(exc) or "the server returned no logprobs")
+                judge.fall_back(str(exc) or "the server returned no logprobs")
                 stats.fallback = judge.fallback
                 for s in states:
                     if not s.done:
@@ -689,7 +687,7 @@ async def _run_judge(
     if writer is not None:
         writer.drain()
     stats.seconds = time.perf_counter() - started
-    stats.backend_retries = getattr(judge.backend, "retries_total", 0) - retries_before
+    stats.backend_retries = await judge.backend.count_retries() - retries_before
     return judgments, stats
 
 
@@ -855,16 +853,16 @@ def run_then_close(judges: Iterable[Any], work: Coroutine[Any, Any, T]) -> T:
     """Run `work` in a fresh event loop, then close the judges' served connections on that loop.
 
     Connections made on an event loop must close on it: left to the garbage collector, they try
-    to close on a later loop and log "Event loop is closed" tracebacks."""
+    to close on a later loop and log "Event loop is closed" tracebacks. Only prompt judges hold
+    connections (their backend's); a scorer holds none."""
 
     async def main() -> T:
         try:
             return await work
         finally:
             for judge in judges:
-                aclose = getattr(getattr(judge, "backend", None), "aclose", None)
-                if aclose is not None:
-                    await aclose()
+                if isinstance(judge, Judge):
+                    await judge.backend.aclose()
 
     return asyncrun.run(main())
 

@@ -69,14 +69,15 @@ class Judge:
         self.fallback: str | None = None
         if spec.mode == "logprobs":
             if any(step.output == "json" for step in self.template.steps):
-                self._fall_back(f"prompt {self.template.name!r} asks for a JSON verdict, which must be generated")
+                self.fall_back(f"prompt {self.template.name!r} asks for a JSON verdict, which must be generated")
             elif not self.template.supports_logprobs:
-                self._fall_back(f"prompt {self.template.name!r} must generate an explanation before its label")
+                self.fall_back(f"prompt {self.template.name!r} must generate an explanation before its label")
             elif not self.backend.supports_logprobs:
-                self._fall_back(f"backend {self.backend.kind!r} cannot score label tokens")
+                self.fall_back(f"backend {self.backend.kind!r} cannot score label tokens")
 
-    def _fall_back(self, reason: str) -> None:
-        """Switch to generate mode, but only if the user allowed it; always recorded."""
+    def fall_back(self, reason: str) -> None:
+        """Switch to generate mode, but only if the user allowed it; always recorded. Called here
+        when the judge cannot score at all, and by the engine when the server says so mid-run."""
         if not self.spec.allow_fallback:
             raise JudgeblenderError(
                 f"judge {self.id}: logprobs scoring is not possible ({reason}); "
