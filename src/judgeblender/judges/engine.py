@@ -243,19 +243,6 @@ def unfinished_reason(finish: str | None) -> str:
     return f"answer {NOT_FINISHED.get(finish, 'did not end normally')} (finish_reason: {finish})"
 
 
-# Backends that generate in this process: they record their finish reason since issue 15, and
-# answers they stored before that are read by _stored_finish.
-IN_PROCESS = frozenset({"llamacpp", "hf"})
-
-
-def _stored_finish(result: CallResult, request: CallRequest) -> None:
-    """The finish reason of an in-process answer stored before finish reasons were recorded:
-    such a model stops only at its end token or at max_tokens, so fewer tokens than max_tokens
-    is "stop" and max_tokens is "length" (cut); no token count leaves it missing (invalid)."""
-    if result.tokens_out > 0:
-        result.extra["finish_reason"] = "stop" if result.tokens_out < request.max_tokens else "length"
-
-
 def step_examples(template: PromptTemplate, step: Step) -> list[dict[str, Any]]:
     """The JSON objects the step's own prompt text shows (its example of a verdict), read from
     the template with every input and earlier step left blank, never from an item's values."""
@@ -361,7 +348,6 @@ async def _run_calls(
     todo = lookups()  # shared by the workers: each request goes to exactly one
     reporter.wave(f"{judge.id} · {step.id}" if asks else judge.id, len(asks))
     no_logprobs: list[LogprobsUnsupported] = []
-    in_process = judge.backend.kind in IN_PROCESS
 
     examples = step_examples(judge.template, step) if step.output == "json" else None
 
@@ -405,8 +391,6 @@ async def _run_calls(
             req = request(i)
             if hit is not None:
                 stats.cache_hits += 1
-                if in_process and req.mode == "generate" and "finish_reason" not in hit.result.extra:
-                    _stored_finish(hit.result, req)
                 count(i, outcome_of(i, hit.result, cached=True))
                 reporter.answered_from_store()
                 continue
