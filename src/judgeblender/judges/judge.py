@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..backends.base import Backend
 from ..calls import Mode
 from ..backends.registry import check_options, create_backend
 from ..errors import JudgeblenderError
 from ..prompts import PromptTemplate, get_template
+
+if TYPE_CHECKING:
+    from ..pairs import Pair
+    from ..store import CallStore
+    from .judgment import Judgment
+    from .stats import JudgeStats, Reporter
 
 INVALID_POLICIES = ("retry-once", "no-retry")
 
@@ -88,3 +94,14 @@ class Judge:
 
     def close(self) -> None:
         self.backend.close()
+
+
+class PairJudge(Protocol):
+    """A judge that is not a prompt sent to an LLM (an embedding or cross-encoder scorer).
+
+    It labels all items itself; the engine only collects its judgments and stats."""
+
+    id: str
+
+    async def run(self, items: list[tuple[Pair, dict[str, str]]], store: CallStore | None,
+                  reporter: Reporter) -> tuple[dict[Pair, Judgment], JudgeStats]: ...
