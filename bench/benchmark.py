@@ -549,12 +549,12 @@ def correlate_stages_case(spec: dict[str, Any]) -> dict[str, Any]:
         return value
 
     read_runs_dir(DL19 / "runs")  # fill the parse cache
-    from judgeblender.pairs.runs import _read_fast
+    from judgeblender.pairs.runs import read_run_fast
 
     files = sorted(p for p in (DL19 / "runs").iterdir() if p.is_file())
     raw_mb = 0.0
     for _ in range(spec["repeats"]):  # what the parse cache saves: decompress and parse every run
-        timed("parse 37 runs, no cache (gunzip + vectorised parse)", lambda: [_read_fast(f) for f in files])
+        timed("parse 37 runs, no cache (gunzip + vectorised parse)", lambda: [read_run_fast(f) for f in files])
     for f in files:
         with open(f, "rb") as fh:
             data = fh.read()

@@ -111,7 +111,7 @@ def _inputs(pairs: Any, queries: Any, corpus: Any) -> tuple[list[tuple[str, str]
     from .pairs import read_corpus, read_queries
 
     if convert.is_frame(pairs):  # PyTerrier's (qid, docno, query, text) too
-        pairs = convert._columns(pairs, ("qid", "docid"), "pairs")
+        pairs = convert.project_columns(pairs, ("qid", "docid"), "pairs")
         if queries is None and "query" in pairs.columns:
             queries = _texts(pairs, "query", "qid")
         if corpus is None and "passage" in pairs.columns:

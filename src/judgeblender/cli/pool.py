@@ -15,7 +15,7 @@ from ..errors import JudgeblenderError
 from ..pairs.corpus import read_corpus
 from ..pairs.design import design_path_for, draw_pair_design, draw_query_design, write_design, write_pair_design
 from ..pairs.pool import (
-    _qid_key, check_runs_cover, default_bands, drop_duplicate_texts, exclude_judged, parse_bands, pool_runs,
+    qid_key, check_runs_cover, default_bands, drop_duplicate_texts, exclude_judged, parse_bands, pool_runs,
     read_query_ids, run_contributions, stratified_sample, write_duplicates, write_pairs,
 )
 from ..pairs.qrels import PAIRS_ONLY, read_qrels
@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
             design_file = design_out or design_path_for(sample_out)
             write_pair_design(design_file, holes, drawn, band_list, seed)
         elif sample_queries is not None:
-            query_design = draw_query_design(sorted({p.qid for p in holes}, key=_qid_key), sample_queries, seed)
+            query_design = draw_query_design(sorted({p.qid for p in holes}, key=qid_key), sample_queries, seed)
             chosen = set(query_design.seed)
             drawn = [p for p in holes if p.qid in chosen]
             query_design.note = (f"every pooled pair (depth {depth}) of each seed query is in {sample_out}: label "
