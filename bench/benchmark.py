@@ -195,7 +195,7 @@ def judging_case(spec: dict[str, Any]) -> dict[str, Any]:
     """One (model, method) on the first `pairs` DL19 pairs: median seconds over repeats."""
     from judgeblender.backends.registry import create_backend
     from judgeblender.judges import Judge, JudgeSpec, judge_pairs
-    from judgeblender.judges.engine import _request
+    from judgeblender.judges.engine import build_request
     from judgeblender.store import CallStore
 
     model, method, n, repeats = MODELS[spec["model"]], spec["method"], spec["pairs"], spec["repeats"]
@@ -229,7 +229,7 @@ def judging_case(spec: dict[str, Any]) -> dict[str, Any]:
         step = judge.template.steps[0]
         space = backend._space
         for p in pairs:
-            req = _request(judge, step, {"query": queries[p.qid], "passage": corpus[p.docid]}, 0)
+            req = build_request(judge, step, {"query": queries[p.qid], "passage": corpus[p.docid]}, 0)
             toks = backend._tokens(backend.format_prompt(req.messages) + req.answer_prefix)
             seqs.append(toks + ([space] if space is not None else []))
 
@@ -270,7 +270,7 @@ def judging_case(spec: dict[str, Any]) -> dict[str, Any]:
     if limit:
         raw_prefill(spec.get("rate_prompts", 2))
         # per-call Python work next to the model: formatting, tokenizing, one log-softmax row
-        reqs = [_request(judge, step, {"query": queries[p.qid], "passage": corpus[p.docid]}, 0) for p in pairs[:50]]
+        reqs = [build_request(judge, step, {"query": queries[p.qid], "passage": corpus[p.docid]}, 0) for p in pairs[:50]]
         t = time.perf_counter()
         texts = [backend.format_prompt(req.messages) for req in reqs]
         format_ms = (time.perf_counter() - t) / len(reqs) * 1000
@@ -457,13 +457,13 @@ def served_sdk_case(spec: dict[str, Any]) -> dict[str, Any]:
     from judgeblender.backends.openai_compat import CALLS_PER_CLIENT
     from judgeblender.backends.openai_wire import build_chat_body
     from judgeblender.judges import Judge, JudgeSpec
-    from judgeblender.judges.engine import _request
+    from judgeblender.judges.engine import build_request
 
     conc, n, repeats = spec["concurrency"], spec["pairs"], spec["repeats"]
     queries, corpus = dl19_texts()
     judge = Judge(JudgeSpec(model="openai:test-model", mode="logprobs", options={"base_url": "http://127.0.0.1:9/v1"}))
     step = judge.template.steps[0]
-    bodies = [build_chat_body(_request(judge, step, {"query": queries[p.qid], "passage": corpus[p.docid]}, 0),
+    bodies = [build_chat_body(build_request(judge, step, {"query": queries[p.qid], "passage": corpus[p.docid]}, 0),
                               "test-model")[0] for p in first_pairs(n)]
 
     async def run_once(port: int) -> tuple[float, float]:
@@ -549,12 +549,12 @@ def correlate_stages_case(spec: dict[str, Any]) -> dict[str, Any]:
         return value
 
     read_runs_dir(DL19 / "runs")  # fill the parse cache
-    from judgeblender.pairs.runs import _read_fast
+    from judgeblender.pairs.runs import read_run_fast
 
     files = sorted(p for p in (DL19 / "runs").iterdir() if p.is_file())
     raw_mb = 0.0
     for _ in range(spec["repeats"]):  # what the parse cache saves: decompress and parse every run
-        timed("parse 37 runs, no cache (gunzip + vectorised parse)", lambda: [_read_fast(f) for f in files])
+        timed("parse 37 runs, no cache (gunzip + vectorised parse)", lambda: [read_run_fast(f) for f in files])
     for f in files:
         with open(f, "rb") as fh:
             data = fh.read()

@@ -54,7 +54,7 @@ def measure(model_key: str, n: int, check: int, rate_prompts: int, threads: int,
 
     from judgeblender.backends.registry import create_backend
     from judgeblender.judges import Judge, JudgeSpec, judge_pairs
-    from judgeblender.judges.engine import _request
+    from judgeblender.judges.engine import build_request
     from judgeblender.store import CallStore
 
     backend = create_backend(MODELS[model_key], n_threads=threads, block=block)
@@ -64,7 +64,7 @@ def measure(model_key: str, n: int, check: int, rate_prompts: int, threads: int,
     step = judge.template.steps[0]
     prompts = []
     for p in pairs:
-        req = _request(judge, step, {"query": queries[p.qid], "passage": corpus[p.docid]}, 0)
+        req = build_request(judge, step, {"query": queries[p.qid], "passage": corpus[p.docid]}, 0)
         prompts.append(backend._tokens(backend.format_prompt(req.messages) + req.answer_prefix))
     with_space = [s + [backend._space] for s in prompts]
     out = {"model": model_key, "pairs": n, "block": backend.block, "threads": threads,

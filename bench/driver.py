@@ -192,7 +192,7 @@ def loglog_svg(series: dict[str, list[tuple[float, float]]], title: str, x_label
     """A log-log line chart, one line per series, decades as grid lines."""
     import math
 
-    from judgeblender.evaluate.svgplot import PALETTE, _document, _text
+    from judgeblender.evaluate.svgplot import PALETTE, svg_document, svg_text
 
     left, top, w, h = 70, 40, 420, 300
     xs = [x for pts in series.values() for x, _ in pts]
@@ -207,13 +207,13 @@ def loglog_svg(series: dict[str, list[tuple[float, float]]], title: str, x_label
     def py(y: float) -> float:
         return top + h - (math.log10(y) - y0) / (y1 - y0) * h
 
-    out = [_text(left + w / 2, 22, title, anchor="middle", weight="bold")]
+    out = [svg_text(left + w / 2, 22, title, anchor="middle", weight="bold")]
     for e in range(x0, x1 + 1):
         out.append(f'<line x1="{px(10**e):.1f}" y1="{top}" x2="{px(10**e):.1f}" y2="{top + h}" stroke="#eeeeee"/>')
-        out.append(_text(px(10**e), top + h + 16, f"10^{e}", anchor="middle", size=10))
+        out.append(svg_text(px(10**e), top + h + 16, f"10^{e}", anchor="middle", size=10))
     for e in range(y0, y1 + 1):
         out.append(f'<line x1="{left}" y1="{py(10**e):.1f}" x2="{left + w}" y2="{py(10**e):.1f}" stroke="#eeeeee"/>')
-        out.append(_text(left - 6, py(10**e) + 3, f"{10**e:g}", anchor="end", size=10))
+        out.append(svg_text(left - 6, py(10**e) + 3, f"{10**e:g}", anchor="end", size=10))
     out.append(f'<rect x="{left}" y="{top}" width="{w}" height="{h}" fill="none" stroke="#444444"/>')
     for k, (name, pts) in enumerate(series.items()):
         colour, pts = PALETTE[k % len(PALETTE)], [(x, y) for x, y in pts if y > 0]
@@ -223,11 +223,11 @@ def loglog_svg(series: dict[str, list[tuple[float, float]]], title: str, x_label
                 f'{y:.1f} MB</title></circle>' for x, y in pts]
         out.append(f'<line x1="{left + w + 16}" y1="{top + 10 + 18 * k}" x2="{left + w + 34}" '
                    f'y2="{top + 10 + 18 * k}" stroke="{colour}" stroke-width="2"/>')
-        out.append(_text(left + w + 40, top + 14 + 18 * k, name))
-    out.append(_text(left + w / 2, top + h + 36, x_label, anchor="middle"))
+        out.append(svg_text(left + w + 40, top + 14 + 18 * k, name))
+    out.append(svg_text(left + w / 2, top + h + 36, x_label, anchor="middle"))
     cx, cy = 16, top + h / 2
     out.append(f'<text x="{cx}" y="{cy}" text-anchor="middle" transform="rotate(-90 {cx} {cy})">{y_label}</text>')
-    return _document(left + w + 290, top + h + 50, "".join(out))
+    return svg_document(left + w + 290, top + h + 50, "".join(out))
 
 
 def memory_plot(rows: list[dict[str, Any]]) -> str:

@@ -7,8 +7,9 @@ the same script measures main and a branch:
     PYTHONPATH=src python bench/ray_rows_breakdown.py 10000
     PYTHONPATH=/path/to/main/src python bench/ray_rows_breakdown.py 10000
 
-Steps (nested: `_write` holds put_many's and put_judgments' writes): `_write` (a transaction:
-rows made and written), `encode_call` / `encode_result` (a call's row), `put_judgments`,
+Steps (nested: `commit` (store/sinks.py's RayRowsSink; `_write` before it) holds put_many's and
+put_judgments' writes): `commit` / `_write` (a transaction: rows made and written), `encode_call` /
+`encode_result` (a call's row), `put_judgments`,
 `encode_judgment`, `key` (a call's store key), `get_many` (lookups), `_hint` (what a worker is
 told to make a row), `parse_grade` (reading an answer's label).
 """
@@ -44,22 +45,39 @@ def timed(owner, name: str) -> None:
     setattr(owner, name, wrapper)
 
 
+def module(name: str):
+    """A module of judgeblender, or None where this checkout lacks it."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"judgeblender.{name}")
+    except ImportError:
+        return None
+
+
 def main() -> None:
     from judgeblender import calls
-    from judgeblender.judges import JudgeSpec, engine, judge_pairs
+    from judgeblender.judges import JudgeSpec, judge_pairs
     from judgeblender.backends.ray_executor import RayBackend, connect
     from judgeblender.judges.ray_judges import ray_judge
     from judgeblender.parse import labels
     from judgeblender.store import CallStore, compact
     from judgeblender.store import calls as store_calls
 
+    sinks = module("store.sinks")
+    # where the engine looks parse_grade and call_keys up: answers.py and callpool.py, or (before
+    # the engine was split by job) engine.py
+    reads = module("judges.answers") or module("judges.engine")
+    keying = module("judges.callpool") or module("judges.engine")
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+    if sinks is not None:
+        timed(sinks.RayRowsSink, "commit")
     for owner, name in ((store_calls.CallStore, "_write"), (store_calls.CallStore, "put_judgments"),
                         (store_calls.CallStore, "get_many"), (compact.Texts, "encode_call"),
                         (compact.Texts, "encode_result"), (compact.Texts, "encode_judgment"), (RayBackend, "_hint"),
                         (labels, "parse_grade")):
         timed(owner, name)
-    engine.parse_grade = labels.parse_grade
+    reads.parse_grade = labels.parse_grade
     keys = calls.call_keys
 
     def timed_keys(identity):
@@ -73,7 +91,7 @@ def main() -> None:
                 spent["key"] = spent.get("key", 0.0) + time.thread_time() - start
         return one
 
-    engine.call_keys = timed_keys
+    keying.call_keys = timed_keys
     server = scale_out.Server(0.0)
     connect("local")
     queries, corpus, pairs = scale_out.dataset(n)

@@ -14,7 +14,7 @@ of the queries. Rules are compared by this outer figure only: an inner figure is
 maximised, so it is biased upwards (the winner's curse), and the JSON keeps both to show by how much.
 
 Candidates are scored by the library (judgeblender.blend.select: `select` with `fold_queries`, the
-vectorised `_Scorer`); the rules that are not the library's are written here on its per-query
+vectorised `CandidateScorer`); the rules that are not the library's are written here on its per-query
 confusion counts. The synthetic juries: each judge reads a latent score made of two published
 judges' labels, a shared noise component (judges that share it are alike), its own noise (strong
 or weak) and its own cut points (lenient or strict), all seeded; `--synthetic-judges` sets how many.
@@ -34,7 +34,7 @@ import numpy as np
 
 from judgeblender.blend import BallotTable, load_qrels_ballots
 from judgeblender.blend.select import (
-    STATISTICS, Choice, Selection, _Scorer, apply_choice, best_choice, choose, estimates, fast_labels, fit_choice,
+    STATISTICS, Choice, Selection, CandidateScorer, apply_choice, best_choice, choose, estimates, fast_labels, fit_choice,
     gold_array, query_folds, select)
 from judgeblender.blend.votes import ABSTAIN
 from judgeblender.pairs import read_qrels
@@ -287,7 +287,7 @@ def candidates_searched(table: BallotTable, gold: dict, sizes: Sequence[int], se
     results = {s: {"pred": np.full(table.n_pairs, ABSTAIN), "inner": [], "candidates": 0} for s in sizes}
     for n, test, train, train_gold in nested.folds():
         y = gold_array(train, train_gold)
-        scorer = _Scorer(train, y, query_folds(train, y, INNER), seed)
+        scorer = CandidateScorer(train, y, query_folds(train, y, INNER), seed)
         costs = {j: 1.0 for j in judges}
         scored: list[Choice] = [scorer.member(j, 1.0) for j in judges]
         done = 0

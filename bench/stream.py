@@ -230,7 +230,7 @@ def prefix_part(windows: list[int], model: str) -> dict[str, Any]:
     from benchmark import unique_tokens  # the nodes of the prompts' prefix tree
 
     from judgeblender.judges import JudgeSpec, build_judge
-    from judgeblender.judges.engine import _request
+    from judgeblender.judges.engine import build_request
     from judgeblender.pairs import read_corpus, read_qrels, read_queries
 
     data = ROOT.parent / "shared" / "data" / "trec-dl-2019"
@@ -245,7 +245,7 @@ def prefix_part(windows: list[int], model: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     tokens = []
     for q, d in pairs:
-        req = _request(judge, step, {"query": queries[q], "passage": corpus[d]}, 0)
+        req = build_request(judge, step, {"query": queries[q], "passage": corpus[d]}, 0)
         tokens.append(backend._tokens(backend.format_prompt(req.messages) + req.answer_prefix))
     tokenized = time.perf_counter() - t0
     out: dict[str, Any] = {"model": model, "pairs": len(pairs), "prompt_tokens": sum(map(len, tokens)),

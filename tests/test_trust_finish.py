@@ -205,8 +205,9 @@ def test_an_in_process_answer_stored_without_a_finish_reason_counts_only_if_it_s
     with CallStore(tmp_path / "s.sqlite") as store:
         judge_one(judge, store)
     db = sqlite3.connect(tmp_path / "s.sqlite")
-    try:  # as the store of an older version has it: no finish reason
+    try:  # as the store of an older version has it: no finish reason (schema 5: store migration 6 records it)
         db.execute("UPDATE calls SET extra = NULL, tokens_out = ?", (tokens_out,))
+        db.execute("PRAGMA user_version=5")
         db.commit()
     finally:
         db.close()

@@ -123,7 +123,7 @@ def _inputs(pairs: Any, queries: Any, corpus: Any) -> tuple[list[tuple[str, str]
     from .pairs import read_corpus, read_queries
 
     if convert.is_frame(pairs):  # PyTerrier's (qid, docno, query, text) too
-        pairs = convert._columns(pairs, ("qid", "docid"), "pairs")
+        pairs = convert.project_columns(pairs, ("qid", "docid"), "pairs")
         if queries is None and "query" in pairs.columns:
             queries = _texts(pairs, "query", "qid")
         if corpus is None and "passage" in pairs.columns:
@@ -396,7 +396,7 @@ def _measuring(bootstrap: Any, seed: Any, confidence: Any) -> None:
     arguments.number_between("confidence", confidence, 0, 1)
 
 
-def _named_labels(predictions: Any) -> list[tuple[str, str, Any]]:
+def named_labels(predictions: Any) -> list[tuple[str, str, Any]]:
     """(name, argument, labels) of a mapping of names to labels, or of one labels value (named
     'prediction'); `argument` is how errors name it (predictions['name'] or predictions)."""
     if isinstance(predictions, Mapping) and predictions:
@@ -426,7 +426,7 @@ def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str]
     arguments.non_empty("runs", runs, "one run")
     gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")
     preds = {name: convert.qrels(p, name, scale=convert.SCALE, argument=argument)
-             for name, argument, p in _named_labels(predictions)}
+             for name, argument, p in named_labels(predictions)}
     reports = correlate_reports(gold_qrels, preds, convert.runs(runs, "runs"), measures, bootstrap, seed, confidence,
                                 min_judged)
     return pd.DataFrame([r.to_dict() for r in reports])

@@ -59,7 +59,7 @@ class CallRequest:
 
 # How a generated answer may end and still count as the model's whole answer: the finish
 # reasons that mean "ended normally", each with the API that documents it. An allow-list:
-# judges/engine.interpret makes a generate-mode answer with any other reason (length,
+# judges/answers.interpret makes a generate-mode answer with any other reason (length,
 # content_filter, tool_calls, one never seen before) or with none invalid, with that reason.
 FINISHED_NORMALLY = frozenset({
     # OpenAI chat completions: "the model hit a natural stop point or a provided stop sequence";

@@ -49,7 +49,7 @@ def is_frame(value: Any) -> bool:
     return type(value).__module__.partition(".")[0] == "pandas" and hasattr(value, "columns")
 
 
-def _columns(df, needed: tuple[str, ...], what: str):
+def project_columns(df, needed: tuple[str, ...], what: str):
     """`df` with the project's names (qid, docid, label, passage) for the columns in NAMES it has.
     Of two names for one column the first in NAMES is read, the other dropped, with a note."""
     rename, drop, had = {}, [], list(df.columns)
@@ -109,7 +109,7 @@ def _rows(given: Any, what: str, value: str = "label") -> tuple[Iterable[tuple[A
     any shape, as a generator over the input (read once, as it comes), and what a position counts."""
     field, wanted = ("relevance", "(qid, docid, label)") if value == "label" else ("score", "(qid, docid, score)")
     if is_frame(given):
-        df = _columns(given, ("qid", "docid", value), what)
+        df = project_columns(given, ("qid", "docid", value), what)
         return zip(df.index, df["qid"], df["docid"], df[value]), "row"
     if isinstance(given, Mapping):
         def nested():
@@ -218,7 +218,7 @@ def pairs(items: Any, what: str = "pairs", *, argument: str | None = None) -> li
 
     def found():
         if is_frame(items):
-            df = _columns(items, ("qid", "docid"), what)
+            df = project_columns(items, ("qid", "docid"), what)
             for i, q, d in zip(df.index, df["qid"], df["docid"]):
                 yield _id(q, f"{what}: row {i}", "qid"), _id(d, f"{what}: row {i}", "docid")
             return

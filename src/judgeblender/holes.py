@@ -40,7 +40,7 @@ def topic_texts(topics: Any) -> dict[str, str]:
     from .pairs import read_queries
 
     if convert.is_frame(topics):
-        df = convert._columns(topics, ("qid",), "topics")
+        df = convert.project_columns(topics, ("qid",), "topics")
         if "query" not in df.columns:
             raise JudgeblenderError(f"topics: a DataFrame needs the columns qid and query (it has {list(topics.columns)})")
         texts = dict(zip(df["qid"].astype(str), df["query"].astype(str)))

@@ -59,7 +59,7 @@ class Judge(pt.Transformer):
 
         from .api import judge
 
-        df = convert._columns(inp, ("qid", "docid"), "Judge")
+        df = convert.project_columns(inp, ("qid", "docid"), "Judge")
         if "query" not in df.columns:
             raise JudgeblenderError(f"Judge: a result frame needs a query column (it has {list(inp.columns)})")
         out = inp.copy()

@@ -330,7 +330,7 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
     leaderboards; `calibration_seed`: the file of the seed the panel was calibrated on (overlaps
     are warned about); `scope` and `depth`: the pairs every label set is read on, as `report
     --scope/--depth` (evaluate/scope.py). The `warning:` lines the command prints are logged."""
-    from .api import _named_labels
+    from .api import named_labels
     from .report import ReportInputs, ReportLabels, build_report
 
     if not isinstance(out, (str, Path)):
@@ -358,7 +358,7 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
         predictions = dict(zip(stems, predictions))
     gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, argument="gold")
     preds, sources = {}, {}
-    for name, argument, labels in _named_labels(predictions):
+    for name, argument, labels in named_labels(predictions):
         if name == "human":
             raise ArgumentError("predictions", "names other than 'human' (the report's name for gold)", name)
         preds[name] = convert.qrels(labels, name, scale=convert.SCALE, argument=argument)

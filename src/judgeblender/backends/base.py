@@ -6,6 +6,11 @@ Two scoring modes exist:
 - generate: decode text greedily (temperature 0, fixed seed) and return it for parsing;
 - logprobs: score the next token after the assistant's `answer_prefix` and return the
   probability of each candidate in `choices` (for example "0".."3"), without generating.
+
+Everything the engine uses of a backend is declared on `Backend`, with the default a plain
+backend needs: the engine never asks whether a backend has something (no getattr), so a new
+backend is complete when it fills in `identity` and `execute`, and a reader finds the whole
+contract here.
 """
 
 from __future__ import annotations
@@ -13,9 +18,27 @@ from __future__ import annotations
 import asyncio
 import math
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Protocol
 
 from ..calls import CallRequest, CallResult
+
+
+class RowStore(Protocol):
+    """What a backend may use of the store its answers go to (`Backend.store_rows`): the Ray
+    backend has its workers make the costly parts of each answer's row (store.compact.row_parts)
+    against the dictionaries this store will choose. Declared here, as a protocol, because
+    backends do not import the store (tests/test_module_structure.py)."""
+
+    def row_hint(self, request: CallRequest, identity_id: int) -> tuple[int | None, int | None] | None:
+        """The ids of the dictionaries the store will compress this call's messages and metadata
+        against, where it knows them; None where no part made elsewhere may be used."""
+
+    def dictionary_bytes(self, dictionary: int) -> bytes:
+        """A dictionary's bytes, for the processes that compress against it."""
+
+    def write_in_child(self) -> None:
+        """From now on, the store's SQLite work runs in a process of its own."""
+
 
 class LogprobsUnsupported(Exception):
     """Raised by a backend that cannot score choices; the judge decides whether to fall back."""
@@ -31,6 +54,9 @@ class Backend(ABC):
     # Answers come over the network while this process waits: its event loop's CPU bounds the
     # rate, so the engine has the store's rows made and written in a process of their own.
     served: bool = False
+    # Transport retries made so far (429, 5xx, timeouts, connection errors): a backend that
+    # retries counts here; the engine reads it through count_retries.
+    retries_total: int = 0
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:
@@ -66,6 +92,23 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Release model memory or connections."""
+
+    async def aclose(self) -> None:
+        """Close what this backend opened on the running event loop (a served client's
+        connections), on that loop: the engine calls it as a run's loop ends. Nothing by default."""
+
+    async def count_retries(self) -> int:
+        """Transport retries made so far (`retries_total`), read without blocking the running
+        event loop: a backend whose count lives in other processes (Ray) collects it here. The
+        engine takes the difference over a judge's run as its stats' backend_retries."""
+        return self.retries_total
+
+    def store_rows(self, store: RowStore | None) -> None:
+        """The store the answers of the calls to come go to (None: none), told before the first
+        of them in the run's event loop. A backend whose answers are made in other processes
+        may have those processes make the costly parts of each answer's row (CallResult.row)
+        for it; the store uses a part only where it is what the store makes itself. Nothing by
+        default: the store makes every row."""
 
     @property
     def name(self) -> str:

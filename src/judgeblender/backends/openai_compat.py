@@ -424,8 +424,7 @@ class OpenAICompatBackend(Backend):
         if getattr(client, "_platform", False) is None:
             client._platform = _sdk_platform()
         if self._chat_url is None:  # the clients share the base URL
-            prepare = getattr(client, "_prepare_url", None)
-            self._chat_url = str(prepare("/chat/completions")) if prepare else "/chat/completions"
+            self._chat_url = chat_url(client.base_url)
         return client
 
     def _state(self) -> _LoopState:
@@ -627,6 +626,18 @@ def _http_library() -> Any:
     return library
 
 
+def chat_url(base_url: Any) -> str:
+    """The chat-completions endpoint's full URL, joined to the client's base URL (its public
+    `base_url`, which the SDK ends with a slash) as the SDK joins a relative path: the path
+    appended to the base's raw path. Given the full URL, the SDK parses it once per call instead
+    of parsing and joining URLs three times."""
+    return str(base_url.copy_with(raw_path=base_url.raw_path + b"chat/completions"))
+
+
+# The SDK's private parts used here, each checked by tests/test_openai_sdk.py so an upgrade that
+# changes one fails there, naming it: openai._constants.RAW_RESPONSE_HEADER (_headers), the
+# telemetry headers' names (_CLIENT_TELEMETRY, _CALL_TELEMETRY), openai._base_client.get_platform
+# and AsyncOpenAI._platform (_sdk_platform). Everything else is the SDK's public API.
 @functools.lru_cache(maxsize=1)
 def _sdk_platform() -> Any:
     """The platform the SDK names in its X-Stainless-OS header, found once per process.

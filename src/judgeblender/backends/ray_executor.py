@@ -61,7 +61,7 @@ from typing import Any
 
 from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import BackendError, JudgeblenderError, MissingExtraError
-from .base import Backend, LogprobsUnsupported
+from .base import Backend, LogprobsUnsupported, RowStore
 from .registry import command_options
 
 MAX_RESTARTS = 3  # per actor: a worker killed (OOM, node loss, kill -9) comes back this often
@@ -337,8 +337,9 @@ class JudgeWorker:
     def max_token_chars(self) -> int | None:
         return self.backend.max_token_chars()  # type: ignore[union-attr]
 
-    def retries_total(self) -> int:
-        return int(getattr(self.backend, "retries_total", 0))
+    async def retries_total(self) -> int:
+        """The worker's backend's transport retries so far (Backend.count_retries)."""
+        return 0 if self.backend is None else int(await self.backend.count_retries())
 
     def traffic(self) -> dict[str, int]:
         """Since this process started: messages from the driver (exchanges and submits), the calls
@@ -495,15 +496,21 @@ class RayBackend(Backend):
             self._max_token_chars.append(self._ray.get(self.actors[0].max_token_chars.remote()))
         return self._max_token_chars[0]
 
-    @property
-    def retries_total(self) -> int:
-        """Transport retries of the live workers (a dead worker's count died with it)."""
+    async def count_retries(self) -> int:
+        """Transport retries of the live workers (a dead worker's count died with it), asked of
+        them all at once and awaited, so the driver's event loop goes on meanwhile (a ray.get
+        here blocked it for a round trip per worker); kept in `retries_total` as well."""
+        live = self._live()
+        counts = await asyncio.gather(*(self.actors[i].retries_total.remote() for i in live), return_exceptions=True)
         total = 0
-        for i in self._live():
-            try:
-                total += self._ray.get(self.actors[i].retries_total.remote())
-            except self._ray.exceptions.RayActorError as exc:
-                self._dead[i] = _first_line(exc)
+        for i, count in zip(live, counts):
+            if isinstance(count, self._ray.exceptions.RayActorError):
+                self._dead[i] = _first_line(count)
+            elif isinstance(count, BaseException):
+                raise count
+            else:
+                total += count
+        self.retries_total = total
         return total
 
     def traffic(self) -> list[dict[str, int]]:
@@ -530,7 +537,7 @@ class RayBackend(Backend):
         self._enqueue([item], loop)
         return await item.future
 
-    def store_rows(self, store) -> None:
+    def store_rows(self, store: RowStore | None) -> None:
         """The engine's store for the calls to come (None: none): each answer's worker makes the
         costly parts of its row there (`RowMaker.parts`), so the driver, whose CPU bounds
         how many calls one driver feeds, only checks and inserts them. Called by the engine in the

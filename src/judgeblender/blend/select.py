@@ -300,7 +300,7 @@ def rank_order(values: np.ndarray) -> np.ndarray:
     return np.argsort(-np.nan_to_num(np.asarray(values, dtype=float), nan=-np.inf), kind="stable")
 
 
-class _Scorer:
+class CandidateScorer:
     """Held-out labels of candidates on one seed set split into query folds, as confusion counts."""
 
     def __init__(self, table: BallotTable, y: np.ndarray, folds: list[list[str]], seed: int,
@@ -568,7 +568,7 @@ def select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, folds: 
     if fold_queries is None:
         fold_queries = query_folds(table, y, max(2, min(folds, n_queries)))
     fold_queries = [list(f) for f in fold_queries if len(f)]
-    scorer = _Scorer(table, y, fold_queries, seed, optimise)
+    scorer = CandidateScorer(table, y, fold_queries, seed, optimise)
     warnings: list[str] = []
     members = [scorer.member(j, costs[j]) for j in judges]
     all_vote = scorer.choice("mv(avg)", judges, "mv", "avg", "fixed",
@@ -588,7 +588,7 @@ def select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, folds: 
                      rule, optimise)
 
 
-def _search_subsets(scorer: _Scorer, judges: tuple[str, ...], costs: Mapping[str, float], exhaustive_max: int,
+def _search_subsets(scorer: CandidateScorer, judges: tuple[str, ...], costs: Mapping[str, float], exhaustive_max: int,
                     time_limit: float, slow: bool, start: float, warnings: list[str]) -> tuple[list[Choice], str, int]:
     """The subsets family: exhaustive up to `exhaustive_max` judges, else greedy; learned cut points
     (and with `slow` the slow rules) on the frontier subsets."""

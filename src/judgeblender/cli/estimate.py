@@ -27,12 +27,12 @@ DEFAULT_MEASURE = "nDCG@10"
 SHOWN_PAIRS = 30
 
 
-def _fmt(x: float, digits: int = 3) -> str:
+def fmt_number(x: float, digits: int = 3) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
 def _interval(x: float, lo: float, hi: float) -> str:
-    return f"{_fmt(x)} [{_fmt(lo)}, {_fmt(hi)}]"
+    return f"{fmt_number(x)} [{fmt_number(lo)}, {fmt_number(hi)}]"
 
 
 def register(app: typer.Typer) -> None:
@@ -130,8 +130,8 @@ def _print(result, method: dict) -> None:
             table.add_column(col, justify="right")
         for r in rows:
             table.add_row(Text(r.run + ("" if r.normal_ok else " *")), _interval(r.estimate, r.ci_low, r.ci_high),
-                          _interval(r.human_only, r.human_only_low, r.human_only_high), _fmt(r.llm_only),
-                          _fmt(r.lam, 2))
+                          _interval(r.human_only, r.human_only_low, r.human_only_high), fmt_number(r.llm_only),
+                          fmt_number(r.lam, 2))
         console.print(table)
         pairs = [p for p in result.pairs if p.measure == measure]
         if pairs:
@@ -147,7 +147,7 @@ def _print(result, method: dict) -> None:
                 else:
                     hi, lo, c_lo, c_hi = p.run_b, p.run_a, -p.ci_high_bonferroni, -p.ci_low_bonferroni
                 console.print(f"  {hi} > {lo}: by {abs(p.difference):.3f}, {conf:.0%} Bonferroni interval (all "
-                              f"pairs at once) [{_fmt(c_lo)}, {_fmt(c_hi)}], Holm p {p.p_holm:.2g}", markup=False)
+                              f"pairs at once) [{fmt_number(c_lo)}, {fmt_number(c_hi)}], Holm p {p.p_holm:.2g}", markup=False)
             if len(sig) > SHOWN_PAIRS:
                 console.print(f"  ... and {len(sig) - SHOWN_PAIRS} more (--json lists every pair)", markup=False)
     console.print(f"estimated: {method['estimand']}", markup=False)
@@ -179,7 +179,7 @@ def _print_plan(rows, target_width: float, confidence: float, as_json: bool) -> 
         for col in ("pilot width", "queries PPI++", "pairs PPI++", "queries human-only"):
             table.add_column(col, justify="right")
         for r in sorted(sub, key=lambda r: -(r.queries_needed or 10**9)):
-            table.add_row(Text(r.run), _fmt(r.pilot_width), str(r.queries_needed or "none"),
+            table.add_row(Text(r.run), fmt_number(r.pilot_width), str(r.queries_needed or "none"),
                           str(r.pairs_needed or "none"), str(r.queries_needed_human_only or "none"))
         console.print(table)
         need = [r.queries_needed for r in sub]

@@ -17,7 +17,7 @@ from ..evaluate.experiment import CORRECTIONS, DEFAULT_CORRECTION
 from ..holes import experiment
 from ..pairs.runs import read_runs_dir
 from .console import console
-from .estimate import _fmt
+from .estimate import fmt_number
 from ..evaluate.intervals import CONFIDENCE
 
 
@@ -82,9 +82,9 @@ def _print(table, s: dict, k: int) -> None:
         if "ppi" in rows:
             t.add_column("PPI++", justify="right")
         for r in rows.to_dict(orient="records"):
-            cells = [str(r[c]) if c == "filled_pairs" else _fmt(r[c]) for c in cols]
+            cells = [str(r[c]) if c == "filled_pairs" else fmt_number(r[c]) for c in cols]
             if "ppi" in rows:
-                cells.append(f"{_fmt(r['ppi'])} ± {_fmt((r['ppi_high'] - r['ppi_low']) / 2)}")
+                cells.append(f"{fmt_number(r['ppi'])} ± {fmt_number((r['ppi_high'] - r['ppi_low']) / 2)}")
             t.add_row(Text(r["system"]), *cells)
         console.print(t)
     console.print(f"{s['holes']} holes in the pool, {s['invalid']} pooled pairs without a valid LLM label; "

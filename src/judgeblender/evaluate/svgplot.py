@@ -39,7 +39,7 @@ class Scatter:
 def scatter_svg(scatter: Scatter) -> str:
     """One scatter plot as a complete SVG document (a string)."""
     colours = group_colours([scatter])
-    return _document(PANEL_W, PANEL_H, _panel(scatter, colours))
+    return svg_document(PANEL_W, PANEL_H, _panel(scatter, colours))
 
 
 def grid_svg(scatters: Sequence[Scatter], columns: int = 2) -> str:
@@ -53,7 +53,7 @@ def grid_svg(scatters: Sequence[Scatter], columns: int = 2) -> str:
     for k, sc in enumerate(scatters):
         dx, dy = (k % columns) * PANEL_W, (k // columns) * PANEL_H
         parts.append(f'<g transform="translate({dx},{dy})">{_panel(sc, colours)}</g>')
-    return _document(columns * PANEL_W, rows * PANEL_H, "".join(parts))
+    return svg_document(columns * PANEL_W, rows * PANEL_H, "".join(parts))
 
 
 def group_colours(scatters: Sequence[Scatter]) -> dict[str, str]:
@@ -78,7 +78,7 @@ def nice_ticks(lo: float, hi: float, target: int = 5) -> list[float]:
     return ticks
 
 
-def _document(width: int, height: int, body: str) -> str:
+def svg_document(width: int, height: int, body: str) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="Helvetica, Arial, sans-serif" font-size="12">'
@@ -104,15 +104,15 @@ def _panel(sc: Scatter, colours: Mapping[str, str]) -> str:
     out = []
     bottom, right = PLOT_TOP + PLOT_SIZE, PLOT_LEFT + PLOT_SIZE
     if sc.title:
-        out.append(_text(PLOT_LEFT + PLOT_SIZE / 2, 24, sc.title, anchor="middle", weight="bold"))
+        out.append(svg_text(PLOT_LEFT + PLOT_SIZE / 2, 24, sc.title, anchor="middle", weight="bold"))
     ticks = nice_ticks(lo, hi)
     decimals = _decimals(ticks)
     for t in ticks:
         x, y = px(t), py(t)
         out.append(f'<line x1="{x:.1f}" y1="{PLOT_TOP}" x2="{x:.1f}" y2="{bottom}" stroke="#eeeeee"/>')
         out.append(f'<line x1="{PLOT_LEFT}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#eeeeee"/>')
-        out.append(_text(x, bottom + 16, f"{t:.{decimals}f}", anchor="middle", size=10))
-        out.append(_text(PLOT_LEFT - 6, y + 3, f"{t:.{decimals}f}", anchor="end", size=10))
+        out.append(svg_text(x, bottom + 16, f"{t:.{decimals}f}", anchor="middle", size=10))
+        out.append(svg_text(PLOT_LEFT - 6, y + 3, f"{t:.{decimals}f}", anchor="end", size=10))
     out.append(f'<rect x="{PLOT_LEFT}" y="{PLOT_TOP}" width="{PLOT_SIZE}" height="{PLOT_SIZE}" '
                f'fill="none" stroke="#444444"/>')
     if sc.diagonal:
@@ -123,7 +123,7 @@ def _panel(sc: Scatter, colours: Mapping[str, str]) -> str:
         out.append(f'<circle cx="{px(p.x):.1f}" cy="{py(p.y):.1f}" r="4" fill={quoteattr(colours[p.group])} '
                    f'fill-opacity="0.85" stroke="#ffffff" stroke-width="0.5"><title>{escape(tip)}</title></circle>')
     if sc.x_label:
-        out.append(_text(PLOT_LEFT + PLOT_SIZE / 2, bottom + 36, sc.x_label, anchor="middle"))
+        out.append(svg_text(PLOT_LEFT + PLOT_SIZE / 2, bottom + 36, sc.x_label, anchor="middle"))
     if sc.y_label:
         cx, cy = 18, PLOT_TOP + PLOT_SIZE / 2
         out.append(f'<text x="{cx}" y="{cy}" text-anchor="middle" transform="rotate(-90 {cx} {cy})">'
@@ -133,15 +133,15 @@ def _panel(sc: Scatter, colours: Mapping[str, str]) -> str:
         for k, g in enumerate(groups):
             y = PLOT_TOP + 8 + k * 18
             out.append(f'<circle cx="{LEGEND_X + 5}" cy="{y}" r="5" fill={quoteattr(colours[g])}/>')
-            out.append(_text(LEGEND_X + 16, y + 4, g or "(no group)"))
+            out.append(svg_text(LEGEND_X + 16, y + 4, g or "(no group)"))
     if sc.diagonal:
         out.append(f'<line x1="{LEGEND_X}" y1="{bottom - 10}" x2="{LEGEND_X + 14}" y2="{bottom - 10}" '
                    f'stroke="#999999" stroke-dasharray="4 3"/>')
-        out.append(_text(LEGEND_X + 20, bottom - 6, "y = x"))
+        out.append(svg_text(LEGEND_X + 20, bottom - 6, "y = x"))
     return "".join(out)
 
 
-def _text(x: float, y: float, s: str, anchor: str = "start", size: int | None = None,
+def svg_text(x: float, y: float, s: str, anchor: str = "start", size: int | None = None,
           weight: str | None = None) -> str:
     extra = f' font-size="{size}"' if size else ""
     extra += f' font-weight="{weight}"' if weight else ""

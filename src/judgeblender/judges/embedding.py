@@ -41,7 +41,7 @@ from ..pairs import Pair
 from ..pairs.qrels import SCALE, read_qrels
 from ..store import CallStore
 from ..store.embeddings import get_vectors, put_vectors
-from .engine import JudgeStats, Reporter, SilentReporter
+from .stats import JudgeStats, Reporter, SilentReporter
 from .judge import JudgeSpec
 from .judgment import Judgment, StepOutcome
 from .thresholds import Cuts, fit_cuts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from collections.abc import Iterable
 
@@ -15,6 +15,12 @@ from ..errors import ArgumentError, JudgeblenderError, TemplateError
 from ..prompts import PromptTemplate, get_template
 
 MODES = ("generate", "logprobs")
+if TYPE_CHECKING:
+    from ..pairs import Pair
+    from ..store import CallStore
+    from .judgment import Judgment
+    from .stats import JudgeStats, Reporter
+
 INVALID_POLICIES = ("retry-once", "no-retry")
 
 # logprobs mode: the least share of the model's whole next-token probability that must fall on
@@ -142,14 +148,15 @@ class Judge:
         self.fallback: str | None = None
         if spec.mode == "logprobs":
             if any(step.output == "json" for step in self.template.steps):
-                self._fall_back(f"prompt {self.template.name!r} asks for a JSON verdict, which must be generated")
+                self.fall_back(f"prompt {self.template.name!r} asks for a JSON verdict, which must be generated")
             elif not self.template.supports_logprobs:
-                self._fall_back(f"prompt {self.template.name!r} must generate an explanation before its label")
+                self.fall_back(f"prompt {self.template.name!r} must generate an explanation before its label")
             elif not self.backend.supports_logprobs:
-                self._fall_back(f"backend {self.backend.kind!r} cannot score label tokens")
+                self.fall_back(f"backend {self.backend.kind!r} cannot score label tokens")
 
-    def _fall_back(self, reason: str) -> None:
-        """Switch to generate mode, but only if the user allowed it; always recorded."""
+    def fall_back(self, reason: str) -> None:
+        """Switch to generate mode, but only if the user allowed it; always recorded. Called here
+        when the judge cannot score at all, and by the engine when the server says so mid-run."""
         if not self.spec.allow_fallback:
             raise JudgeblenderError(
                 f"judge {self.id}: logprobs scoring is not possible ({reason}); "
@@ -160,3 +167,14 @@ class Judge:
 
     def close(self) -> None:
         self.backend.close()
+
+
+class PairJudge(Protocol):
+    """A judge that is not a prompt sent to an LLM (an embedding or cross-encoder scorer).
+
+    It labels all items itself; the engine only collects its judgments and stats."""
+
+    id: str
+
+    async def run(self, items: list[tuple[Pair, dict[str, str]]], store: CallStore | None,
+                  reporter: Reporter) -> tuple[dict[Pair, Judgment], JudgeStats]: ...

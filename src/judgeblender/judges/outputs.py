@@ -1,6 +1,6 @@
 """Write a judging run: TREC qrels of the judged pairs, and a JSONL of per-pair details.
 
-`RunFiles` writes them window by window as a streamed run completes (judges/engine.py
+`RunFiles` writes them window by window as a streamed run completes (judges/stream.py
 `judge_stream`): each window's lines are appended in input order to temporary files beside the
 outputs, which replace the outputs only when the run ends without an exception, both together
 (fileio.outputs_together). The bytes are those `write_qrels_file` and `write_details` write for
@@ -19,7 +19,7 @@ from ..errors import ArgumentError
 from ..fileio import atomic_write_text, atomic_writer, outputs_together
 from ..pairs import Pair
 from ..pairs.qrels import format_qrels
-from .engine import JudgeRun
+from .stats import JudgeRun
 
 
 def final_labels(run: JudgeRun, judge_id: str | None = None) -> dict[Pair, int | None]:

@@ -22,7 +22,7 @@ from .. import arguments, asyncrun
 from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..judges import Judge, JudgeSpec, build_judge
 from ..judges.judge import check_distinct_ids
-from ..judges.engine import JudgeStats, Reporter, SilentReporter, _run_judge
+from ..judges.engine import JudgeStats, Reporter, SilentReporter, run_judge
 from ..pairs import Pair
 from ..pairs.texts import text_problem
 from ..store import CallStore
@@ -100,7 +100,7 @@ class Jury:
         reporter = reporter or SilentReporter()
         per_judge, stats = {}, {}
         for judge in self.judges:
-            per_judge[judge.id], stats[judge.id] = await _run_judge(judge, prepared, self.store, reporter)
+            per_judge[judge.id], stats[judge.id] = await run_judge(judge, prepared, self.store, reporter)
         results = []
         for pair, _ in prepared:
             verdicts = {}

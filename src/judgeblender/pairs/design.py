@@ -234,7 +234,7 @@ def draw_seed(holes: Sequence, depth: int, *, queries: int | None = None, pairs:
     pairs, in pool order, and the design to write beside them. `names` says how errors call the
     settings: the command's options, or the Python arguments."""
     from ..errors import ArgumentError
-    from .pool import _qid_key
+    from .pool import qid_key
 
     if queries is None and pairs is None:
         raise ArgumentError(names["queries"], f"a number of whole queries to draw (or {names['pairs']}, pairs with "
@@ -242,7 +242,7 @@ def draw_seed(holes: Sequence, depth: int, *, queries: int | None = None, pairs:
     if queries is not None and pairs is not None:
         raise ArgumentError(names["pairs"], f"none with {names['queries']} (whole queries or pairs: one design)", pairs)
     if queries is not None:
-        population = sorted({p.qid for p in holes}, key=_qid_key)
+        population = sorted({p.qid for p in holes}, key=qid_key)
         if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= len(population):
             raise ArgumentError(names["queries"], f"a number of queries between 1 and the {len(population)} pooled "
                                 "queries", queries)

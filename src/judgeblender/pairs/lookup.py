@@ -1,6 +1,6 @@
 """Passages looked up by id, many at a time: what the on-disk corpora share.
 
-The engine asks for a window's passages in one `get_many` call (judges/engine.py
+The engine asks for a window's passages in one `get_many` call (judges/stream.py
 `window_texts`); an ir_datasets docs store (irds.LazyCorpus) and a JSONL file's offset index
 (passage_index.PassageIndex) each answer it their own way, and are Mappings through it.
 """

@@ -60,10 +60,10 @@ def pool_runs(runs: Sequence[Run], depth: int, queries: Collection[str] | None =
                 pair = by_pair.setdefault((qid, docid), PoolPair(qid, docid, rank))
                 pair.best_rank = min(pair.best_rank, rank)
                 pair.runs.append(run.name)
-    return sorted(by_pair.values(), key=lambda p: (_qid_key(p.qid), p.best_rank, p.docid))
+    return sorted(by_pair.values(), key=lambda p: (qid_key(p.qid), p.best_rank, p.docid))
 
 
-def _qid_key(qid: str) -> tuple:
+def qid_key(qid: str) -> tuple:
     # Numeric ids in numeric order (TREC ids are numbers), others after them by text.
     return (0, int(qid), "") if qid.isdigit() else (1, 0, qid)
 
@@ -99,7 +99,7 @@ def drop_duplicate_texts(pairs: Sequence[PoolPair], corpus: Mapping[str, str], c
         members = sorted(members, key=lambda p: (p.docid not in judged.get(qid, {}), p.best_rank, p.docid))
         keep.add((qid, members[0].docid))
         dupes.extend(Duplicate(qid, m.docid, members[0].docid) for m in members[1:])
-    dupes.sort(key=lambda d: (_qid_key(d.qid), d.dropped))
+    dupes.sort(key=lambda d: (qid_key(d.qid), d.dropped))
     return [p for p in pairs if (p.qid, p.docid) in keep], dupes, missing
 
 

@@ -165,7 +165,7 @@ def read_run(path: str | Path, name: str | None = None) -> Run:
     name = name or _run_name(path)
     columns = _read_cached(path)
     if columns is None:
-        columns = _read_fast(path)
+        columns = read_run_fast(path)
         if columns is None:
             return Run(name=name, path=path, ranking=_read_lines(path))
         _write_cache(path, columns)
@@ -199,7 +199,7 @@ def _read_lines(path: Path) -> dict[str, list[tuple[str, float]]]:
     return {qid: trec_eval_ranking(entries) for qid, entries in ranking.items()}
 
 
-def _read_fast(path: Path) -> RunColumns | None:
+def read_run_fast(path: Path) -> RunColumns | None:
     """The run's columns, or None when the file needs the line-by-line reader (see the module doc)."""
     data = read_whole(path)
     return parse_run_bytes(data) if data is not None else None

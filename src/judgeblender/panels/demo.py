@@ -19,7 +19,7 @@ from ..calls import call_key
 from ..hashing import sha256_text
 from ..pairs import Pair
 from ..store import CallStore
-from ..judges.engine import _request
+from ..judges.engine import build_request
 from ..judges.judge import Judge, JudgeSpec
 
 # Demo pairs per human label. Judging is most of the first demo's time (prompt evaluation, about
@@ -45,7 +45,7 @@ def judge_fingerprint(judge, store: CallStore | None = None) -> str:
     scorer, its vector key (weights hash, maximum length). Stored seed answers are used only
     under the same fingerprint."""
     if isinstance(judge, Judge):
-        probe = _request(judge, judge.template.steps[0], {"query": "probe", "passage": "probe"}, 0)
+        probe = build_request(judge, judge.template.steps[0], {"query": "probe", "passage": "probe"}, 0)
         return call_key(judge.backend.identity(), probe)
     return sha256_text(judge.model_key(store))
 

@@ -108,7 +108,7 @@ JUDGE_KEYS = {"model", "prompt", "mode", "weight", "id", "options"}
 AGGREGATOR_KEYS = {"method", "tie", "seed", "thresholds"}
 
 
-class _TomlLines:
+class TomlLines:
     """Where things stand in a TOML file's text, for errors: tomllib gives values, not lines."""
 
     def __init__(self, text: str):
@@ -138,7 +138,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _check_judge_fields(path: Path, where_is: _TomlLines, header: int | None, where: str, j: dict) -> None:
+def _check_judge_fields(path: Path, where_is: TomlLines, header: int | None, where: str, j: dict) -> None:
     """Types and ranges of one [[judges]] table's fields (a string where a table belongs is an error
     naming its line, not a TypeError after the calls)."""
     checks = {
@@ -153,7 +153,7 @@ def _check_judge_fields(path: Path, where_is: _TomlLines, header: int | None, wh
             raise InputError(path, where_is.key(key, header), f"{where}: {expected}", repr(j[key]))
 
 
-def _check_aggregator_fields(path: Path, where_is: _TomlLines, data: dict) -> None:
+def _check_aggregator_fields(path: Path, where_is: TomlLines, data: dict) -> None:
     """Types and ranges of the panel's name and [aggregator] fields."""
     if "name" in data and not isinstance(data["name"], str):
         raise InputError(path, where_is.key("name"), "name as a string", repr(data["name"]))
@@ -188,7 +188,7 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
         at = re.search(r"at line (\d+)", str(exc))  # tomllib has `lineno` only from Python 3.14
         raise InputError(path, getattr(exc, "lineno", None) or (int(at.group(1)) if at else None), "valid TOML",
                          str(exc)) from None
-    where_is = _TomlLines(text)
+    where_is = TomlLines(text)
     unknown = sorted(set(data) - PANEL_KEYS)
     if unknown:
         line = where_is.key(unknown[0]) or where_is.table(unknown[0])
@@ -244,7 +244,7 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
     return panel
 
 
-def panel_warning(path: Path, where_is: _TomlLines, data: dict) -> str | None:
+def panel_warning(path: Path, where_is: TomlLines, data: dict) -> str | None:
     """The file's `warning` key (calibrate marks a panel no better than chance with it), checked."""
     warning = data.get("warning")
     if warning is not None and not isinstance(warning, str):

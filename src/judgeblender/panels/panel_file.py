@@ -230,7 +230,7 @@ class BlendPanel:
 
 def load_blend_panel(path: str | Path) -> BlendPanel:
     """Read a panel file for `blend --panel`: models are not needed, ids are (see the module docstring)."""
-    from .panel import AGGREGATOR_KEYS, JUDGE_KEYS, PANEL_KEYS, _TomlLines, panel_warning
+    from .panel import AGGREGATOR_KEYS, JUDGE_KEYS, PANEL_KEYS, TomlLines, panel_warning
 
     path = Path(path)
     try:
@@ -241,7 +241,7 @@ def load_blend_panel(path: str | Path) -> BlendPanel:
     except tomllib.TOMLDecodeError as exc:
         at = re.search(r"at line (\d+)", str(exc))
         raise InputError(path, int(at.group(1)) if at else None, "valid TOML", str(exc)) from None
-    where = _TomlLines(text)
+    where = TomlLines(text)
     unknown = sorted(set(data) - PANEL_KEYS)
     if unknown:
         raise InputError(path, where.key(unknown[0]) or where.table(unknown[0]), f"only the keys {sorted(PANEL_KEYS)}",
@@ -316,14 +316,14 @@ def read_tiebreaker_table(path: str | Path, mode: str = "generate", need_model: 
         spread = 2          # or: margin = 0.34 (not both; neither: spread 2)
     """
     from ..blend.tiebreak import DEFAULT_SPREAD
-    from .panel import _TomlLines
+    from .panel import TomlLines
 
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     table = tomllib.loads(text).get("tiebreaker")
     if table is None:
         return None
-    where = _TomlLines(text)
+    where = TomlLines(text)
     header = where.table("tiebreaker")
     if not isinstance(table, dict):
         raise InputError(path, header, "[tiebreaker] as a table")

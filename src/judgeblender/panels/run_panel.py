@@ -84,7 +84,7 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
     """Judge `pairs` with every member of `panel` (calls cached in `store`), then blend; with a
     `tiebreaker` (spec, spread, margin), that judge is called on the pairs where the members tie
     or spread by `spread` or more (or the blend's margin is at most `margin`), and only those (`run_tiebreaker`). `make_judge` builds
-    each judge from its spec (judges/ray_executor.py's `RayJudges` runs their calls on Ray)."""
+    each judge from its spec (judges/ray_judges.py's `RayJudges` runs their calls on Ray)."""
     judges = [make_judge(spec) for spec in panel.judges]
     batch_queue = use_batch_files(judges, batch_read, batch_write)
     try:

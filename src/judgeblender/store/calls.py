@@ -6,7 +6,8 @@ is committed at once (WAL journal), so a killed run loses only its in-flight cal
 re-run finds the rest here instead of calling the model again. API keys are never part of a
 request or identity, so they never reach this file. Under Ray the writes run in a process of
 their own (`write_in_child`, store/writer.py), off the driver's CPU, and a served run's rows are
-made and written there too (`put_many_later`), off its event loop; reads stay here.
+made and written there too (`put_many_later`), off its event loop; reads stay here. Which of
+the three ways a write takes is store/sinks.py's; each makes its rows with rows.encode_calls.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,28 +27,12 @@ from ..calls import CallRequest, CallResult, canonical_json
 from ..errors import JudgeblenderError
 from ..fileio import atomic_write_text
 from ..hashing import sha256_file
-from .compact import CALLS_INSERT, JUDGMENTS_INSERT, Texts, iso, text_id, unix_now
+from .compact import Texts, iso, text_id
 from .migrations import COMPACT_VERSION, MIGRATIONS
 from .wal import holds_commits
-from .writer import JUDGMENTS, RESULTS, StoreWriter, reply_error
-
-
-def _as_json(calls: list[tuple[str, str, dict[str, Any], CallRequest, CallResult, dict[str, Any] | None]]
-             ) -> list[tuple[str, str, str, CallRequest, CallResult, str | None]]:
-    """Calls as put_many takes them, with their identity and parsed label as the JSON a row holds
-    (Texts.encode_result takes them so): a batch's calls share their identity dict, one JSON each."""
-    identities: dict[int, str] = {}
-    out = []
-    for key, backend, identity, request, result, parsed in calls:
-        ident = identities.get(id(identity))
-        if ident is None:
-            ident = identities[id(identity)] = canonical_json(identity)
-        out.append((key, backend, ident, request, result, canonical_json(parsed) if parsed is not None else None))
-    return out
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+from .rows import CallRow, JudgmentRows
+from .sinks import Done, InProcessSink, RayRowsSink, Sink, WriterProcessSink
+from .writer import StoreWriter
 
 
 # What a user can do about a damaged store (docs/reliability.md): every answer in a store can be
@@ -334,63 +318,33 @@ class CallStore:
         self.cache_hits += len(found)
         return found
 
-    def put(
-        self,
-        key: str,
-        backend: str,
-        identity: dict[str, Any],
-        request: CallRequest,
-        result: CallResult,
-        parsed: dict[str, Any] | None,
-    ) -> None:
+    def put(self, key: str, backend: str, identity: dict[str, Any], request: CallRequest, result: CallResult,
+            parsed: dict[str, Any] | None) -> None:
         """Record one finished call; committed before this returns."""
-        self.put_many([(key, backend, identity, request, result, parsed)])
+        self.put_many([CallRow(key, backend, identity, request, result, parsed)])
 
-    def put_many(self, calls: list[tuple[str, str, dict[str, Any], CallRequest, CallResult, dict[str, Any] | None]],
-                 judgments: tuple[str, Iterable[tuple[str, str, dict[str, Any]]]] | None = None) -> None:
-        """Record finished calls (key, backend, identity, request, result, parsed) in one
-        transaction, with `judgments` (judge id, records as put_judgments takes them) in the same
-        one when given; committed before this returns."""
-        now = unix_now()  # one transaction, one time
+    def put_many(self, calls: Sequence[CallRow | tuple], judgments: JudgmentRows | tuple | None = None) -> None:
+        """Record finished calls in one transaction, with `judgments` (a judge's records) in the
+        same one when given; committed before this returns: by this process, or by the writer
+        process once `write_in_child` has started it (the sink() of a store not written later)."""
+        self.sink().commit(calls, judgments, _committed)
 
-        def rows() -> list[tuple]:
-            return [self._texts.encode_result(key, backend, ident, request, result, parsed, now,
-                                              redact=self.redact_passages)
-                    for key, backend, ident, request, result, parsed in _as_json(calls)]
-
-        self.new_calls += self._write(CALLS_INSERT, rows, None if judgments is None else (*judgments, now))
-
-    def put_many_later(self, calls: list[tuple[str, str, dict[str, Any], CallRequest, CallResult,
-                                              dict[str, Any] | None]],
-                       judgments: tuple[str, Iterable[tuple[str, str, dict[str, Any]]]] | None,
-                       done: Callable[[BaseException | None], None]) -> None:
+    def put_many_later(self, calls: Sequence[CallRow | tuple], judgments: JudgmentRows | tuple | None,
+                       done: Done) -> None:
         """put_many for an event loop that must not spend its CPU on rows (a served run): the
         calls go as they are to the writer process (started the first time), which makes their
         rows, exactly as put_many makes them, and commits them with `judgments` in one
         transaction. `done(None)` is called in the running loop once they are committed, or
         `done(error)` with the error put_many would have raised; `wait_writes` waits for every
         `done` still to come."""
-        now = unix_now()
-        rows = _as_json(calls)
-        message: list[tuple] = [(RESULTS, rows, now, self.redact_passages)] if rows else []
-        if judgments is not None:
-            message.append((JUDGMENTS, judgments[0], list(judgments[1]), now))
-        with self._lock:
-            if self._writer is None:
-                self.write_in_child()
-            writer = self._writer
-            assert writer is not None
-            proc = writer.proc
+        self.sink(later=True).commit(calls, judgments, done)
 
-            def on_reply(reply: Any) -> None:
-                exc = reply_error(reply, proc)
-                if exc is None:
-                    self.new_calls += len(rows)
-                    done(None)
-                else:
-                    done(self._write_failure(exc))
-
-            writer.submit(message, on_reply)
+    def sink(self, later: bool = False) -> Sink:
+        """Where this store's writes go now (store/sinks.py): with `later`, to the writer process
+        as answers; else made here, and committed here or, once the writer process runs, there."""
+        if later:
+            return WriterProcessSink(self)
+        return InProcessSink(self) if self._writer is None else RayRowsSink(self)
 
     def wait_writes(self) -> None:
         """Return once every write sent to the writer process has been answered (put_many_later)."""
@@ -425,41 +379,6 @@ class CallStore:
             self._writer = None
         if self._writer is None:
             self._writer = StoreWriter(self.path)
-
-    def _write(self, statement: str, make_rows: Callable[[], list[tuple]],
-               judgments: tuple[str, Iterable[tuple[str, str, dict[str, Any]]], float] | None = None) -> int:
-        """Rows made and written in one transaction (their texts too), and `judgments` (judge id,
-        records as put_judgments takes them, time) after them, committed before this returns; how
-        many rows. With a writer process (write_in_child), the rows go to it with the texts they
-        added, and the judgments as records, encoded there."""
-        with self._lock:
-            writer = self._writer
-            if writer is None:
-                self._db.execute("BEGIN IMMEDIATE")
-            else:  # the texts' inserts go with the rows, in the writer's one transaction
-                self._texts.deferred = []
-            try:
-                rows = make_rows()
-                if writer is None:
-                    self._db.executemany(statement, rows)
-                    if judgments is not None:
-                        self._db.executemany(JUDGMENTS_INSERT, self._judgment_rows(*judgments))
-                else:
-                    message: list[tuple] = [*((s, [r]) for s, r in self._texts.deferred or ()), (statement, rows)]
-                    if judgments is not None:
-                        judge_id, records, now = judgments
-                        message.append((JUDGMENTS, judge_id, list(records), now))
-                    writer.write(message)
-                self._texts.deferred = None
-            except sqlite3.OperationalError as exc:  # disk full, read-only: say which file
-                self.rollback()
-                raise self._write_failure(exc) from None
-            except BaseException:
-                self.rollback()
-                raise
-            if writer is None:
-                self._db.execute("COMMIT")
-        return len(rows)
 
     def count_calls(self) -> int:
         with self._lock:
@@ -513,11 +432,7 @@ class CallStore:
     def put_judgments(self, judge_id: str, records: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
         """Record a judge's judgments in one transaction (they are derived from stored calls, so
         a crash before the commit loses nothing a re-run cannot rebuild without a call)."""
-        self._write(CALLS_INSERT, list, judgments=(judge_id, records, unix_now()))
-
-    def _judgment_rows(self, judge_id: str, records: Iterable[tuple[str, str, dict[str, Any]]],
-                       now: float) -> list[tuple]:
-        return [self._texts.encode_judgment(judge_id, qid, docid, record, now) for qid, docid, record in records]
+        self.put_many([], JudgmentRows(judge_id, records))
 
     def judgments(self, judge_id: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT judge, qid, docid, label, probs, expected, invalid_reason, details FROM judgments"
@@ -571,6 +486,10 @@ class CallStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _committed(exc: BaseException | None) -> None:
+    """put_many's `done`: a sink that commits here raises its failure, and calls this only after."""
 
 
 def export_jsonl(store: CallStore, out: str | Path) -> int:

@@ -338,6 +338,13 @@ class Texts:
         return (key, backend, identity_id, settings, dictionary, packed, raw_output, parsed, probs, choice_mass,
                 tokens_in, tokens_out, latency_s, created_at, extra_blob, extra_dict)
 
+    def encode_extra(self, identity_id: int, extra_json: str) -> tuple[bytes, int]:
+        """An answer's metadata (its JSON) as a row's `extra` blob and dictionary id, compressed
+        against the model's first metadata, as _call_row makes them: for a migration that
+        rewrites one row's metadata."""
+        extra_dict = self._dictionary(identity_id, "extra", lambda: extra_json)
+        return self._pack(extra_json, extra_dict), extra_dict
+
     def row_hint(self, request: CallRequest, identity_id: int) -> tuple[int | None, int | None]:
         """The dictionaries this store will compress a call's messages and its answer's metadata
         against, where it knows them already (None where it does not: the first calls of a

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .calls import CallStore, _now
+from .calls import CallStore
+from .compact import iso, unix_now
 
 CHUNK = 500  # keys per SELECT: well under SQLite's bound-variable limit
 
@@ -38,7 +39,7 @@ def get_vectors(store: CallStore, model: str, keys: Sequence[str]) -> dict[str, 
 
 def put_vectors(store: CallStore, model: str, vectors: Mapping[str, np.ndarray]) -> None:
     """Record vectors in one transaction (committed before this returns)."""
-    now = _now()
+    now = iso(unix_now())
     rows = []
     for key, vec in vectors.items():
         arr = np.ascontiguousarray(vec, dtype=np.float32).ravel()

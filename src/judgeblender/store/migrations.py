@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from ..calls import canonical_json
 from ..hashing import sha256_text
-from .compact import compact_schema
+from .compact import CHUNK, Texts, compact_schema
 
 
 def _key(identity: dict, request: dict) -> str:
@@ -39,6 +39,40 @@ def rekey_served_calls(db: sqlite3.Connection) -> None:
         identity.pop("base_url")
         db.execute("UPDATE OR IGNORE calls SET key = ?, model_identity = ? WHERE key = ?",
                    (_key(identity, request), canonical_json(identity), key))
+
+
+# Backends that generate in this process, and record their finish reason since issue 15.
+GENERATED_HERE = ("llamacpp", "hf")
+
+
+def record_finish_reasons(db: sqlite3.Connection) -> None:
+    """Generated answers of in-process models stored before their finish reason was recorded
+    (issue 15) get the one they had: such a model stops only at its end token or at max_tokens,
+    so fewer tokens than max_tokens is "stop" and max_tokens is "length" (cut). An answer with no
+    token count keeps none, and stays invalid ("no finish reason"), as every answer without one
+    is. Done once, here, so the engine reads every stored answer by the one rule (answers.py)
+    instead of repairing old rows as it meets them."""
+    texts = Texts(db)
+    settings: dict[int, dict] = {}
+    last = ""
+    while True:  # chunks in key order: memory stays bounded, and no row is read twice
+        rows = db.execute(
+            "SELECT key, identity, settings, extra, extra_dict, tokens_out FROM calls "
+            f"WHERE backend IN ({', '.join('?' * len(GENERATED_HERE))}) AND key > ? ORDER BY key LIMIT {CHUNK}",
+            (*GENERATED_HERE, last)).fetchall()
+        if not rows:
+            break
+        for key, identity_id, settings_id, blob, extra_dict, tokens_out in rows:
+            request = settings.get(settings_id)
+            if request is None:
+                request = settings[settings_id] = json.loads(texts.get(settings_id))
+            extra = texts.decode_extra(blob, extra_dict) or {}
+            if request.get("mode") != "generate" or "finish_reason" in extra or not tokens_out:
+                continue
+            extra["finish_reason"] = "stop" if tokens_out < request["max_tokens"] else "length"
+            db.execute("UPDATE calls SET extra = ?, extra_dict = ? WHERE key = ?",
+                       (*texts.encode_extra(identity_id, canonical_json(extra)), key))
+        last = rows[-1][0]
 
 
 MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
@@ -99,5 +133,7 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     rekey_served_calls,
     # 5: each repeated text once, messages compressed against their shape's first call (compact.py).
     compact_schema,
+    # 6: in-process models' answers from before issue 15 get the finish reason they had.
+    record_finish_reasons,
 ]
 COMPACT_VERSION = 5

@@ -9,12 +9,13 @@ and waits for the child's word that they are committed, so an answer still count
 row is in the store, and a killed driver loses only its calls in flight. The child's own CPU is
 not the driver's.
 
-- One message per transaction: [(statement, rows), ...], run in order between BEGIN IMMEDIATE
+- One message per transaction: a list of instructions, run in order between BEGIN IMMEDIATE
   and COMMIT; the answer is "ok" or the SQLite error (its class, text and error name), raised in
-  the driver as the store's own writes raise it (CallStore._write), with the transaction rolled
-  back. A judge's judgments travel as records (JUDGMENTS, judge id, [(qid, docid, record)],
-  time) and are encoded here (compact.Texts.encode_judgment: their details' JSON and deflate
-  were the next largest part of the driver's store cost), exactly as the driver encodes them.
+  the driver as the store's own writes raise it (store/sinks.py), with the transaction rolled
+  back. Under Ray the driver makes the calls' rows (texts and shapes first) and sends them as
+  `Statement`s; a judge's judgments travel as records (`Judgments`) and are encoded here
+  (rows.encode_judgments: their details' JSON and deflate were the next largest part of the
+  driver's store cost), by the encoder the driver would have used.
 - The child ignores SIGINT and SIGTERM (Ctrl+C reaches the whole process group): the driver
   decides when a run stops; the child ends when its pipe closes (the store closed, or the
   driver gone), having committed every message it was sent: a served driver sends without
@@ -22,12 +23,12 @@ not the driver's.
 - Messages are length-prefixed pickles over the child's stdin and stdout, between two processes
   of the same user on one machine.
 - The rows the child makes are masked as the driver's are (judgeblender.masking): a message
-  starts with the secrets the driver holds (SECRETS) whenever they are not yet the child's, so an
+  starts with the secrets the driver holds (`Secrets`) whenever they are not yet the child's, so an
   API key a server echoed reaches no row, whichever process makes it.
 
 A served run (an OpenAI-compatible backend, not under Ray) uses the same child differently
-(`submit`): its event loop sends the answers as they are (RESULTS: key, request, result, parsed
-label) and goes on; the child makes the rows (compact.Texts.encode_result, the JSON and deflate
+(`submit`): its event loop sends the answers as they are (`Results`: the CallRows) and goes
+on; the child makes the rows (rows.encode_calls, the encoder every sink uses: the JSON and deflate
 that were about 100 us of the loop's CPU per call, against 5-7 us to pickle the answer) and
 commits them, and its reply is read by the loop's reader when it comes, which is when those
 answers count. The loop's CPU is what holds a served run below the client's limit (issue 23
@@ -48,14 +49,43 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from .. import masking
 
 _HEAD = struct.Struct("<Q")
-JUDGMENTS = "judgments"  # an instruction: a judge's judgments as records, encoded by the child
-RESULTS = "results"  # an instruction: answers as the engine has them, their rows made by the child
-SECRETS = "secrets"  # an instruction: the secrets the child masks in the rows it makes (masking.py)
+
+
+# The instructions a message holds. Any other pair is a statement and its rows (what a test or a
+# caller of StoreWriter.write may send as a plain tuple).
+class Statement(NamedTuple):
+    """Rows the driver made (Ray's rows, and the texts they added), run with executemany."""
+
+    sql: str
+    rows: list[tuple]
+
+
+class Results(NamedTuple):
+    """Answers as the engine has them (CallRow fields, as plain tuples: cheaper to pickle); the
+    child makes their rows with the encoder every sink uses (rows.encode_calls)."""
+
+    calls: list[tuple]
+    now: float
+    redact: bool
+
+
+class Judgments(NamedTuple):
+    """A judge's judgments as records (qid, docid, record), encoded by the child."""
+
+    judge_id: str
+    records: list[tuple[str, str, dict[str, Any]]]
+    now: float
+
+
+class Secrets(NamedTuple):
+    """The secrets the child masks in the rows it makes (masking.py)."""
+
+    values: tuple[str, ...]
 
 
 def _frame(obj: Any) -> bytes:
@@ -138,7 +168,7 @@ class StoreWriter:
         from `wait`. Answers come in the order the messages went."""
         secrets = masking.secrets()
         if secrets != self._told:  # the child masks what the driver does (its rows, its judgments)
-            statements = [(SECRETS, secrets), *statements]
+            statements = [Secrets(secrets), *statements]
         data = _frame(statements)  # a message that cannot be pickled fails here, before anything is sent
         self._told = secrets
         self._waiting.append(on_reply)
@@ -259,6 +289,7 @@ class StoreWriter:
 def serve(path: str, requests: BinaryIO, replies: BinaryIO) -> None:
     """The child's loop: each message one transaction, until the pipe closes."""
     from .compact import CALLS_INSERT, JUDGMENTS_INSERT, Texts
+    from .rows import encode_calls, encode_judgments
 
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
     db.execute("PRAGMA synchronous=NORMAL")
@@ -269,18 +300,15 @@ def serve(path: str, requests: BinaryIO, replies: BinaryIO) -> None:
         try:
             db.execute("BEGIN IMMEDIATE")
             for instruction in statements:
-                if instruction[0] == SECRETS:
-                    for secret in instruction[1]:
+                if isinstance(instruction, Secrets):
+                    for secret in instruction.values:
                         masking.register(secret)
-                elif instruction[0] == JUDGMENTS:
-                    _, judge_id, records, now = instruction
-                    db.executemany(JUDGMENTS_INSERT, [texts.encode_judgment(judge_id, qid, docid, record, now)
-                                                      for qid, docid, record in records])
-                elif instruction[0] == RESULTS:
-                    _, calls, now, redact = instruction
-                    db.executemany(CALLS_INSERT, [
-                        texts.encode_result(key, backend, identity, request, result, parsed, now, redact=redact)
-                        for key, backend, identity, request, result, parsed in calls])
+                elif isinstance(instruction, Judgments):
+                    db.executemany(JUDGMENTS_INSERT, encode_judgments(
+                        texts, (instruction.judge_id, instruction.records), instruction.now))
+                elif isinstance(instruction, Results):
+                    db.executemany(CALLS_INSERT, encode_calls(texts, instruction.calls, instruction.now,
+                                                              instruction.redact))
                 else:
                     db.executemany(*instruction)
             db.execute("COMMIT")
