@@ -16,7 +16,7 @@ from ..judges import JudgeSpec, build_judge, summary_rows
 from ..judges.engine import WINDOW, check_stream, judge_stream, window_texts
 from ..judges.calibrate_panel import seed_shortfall
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
-from ..judges.injection import describe, flag_pairs
+from ..judges.injection import InjectionScan, describe
 from ..judges.outputs import RunFiles, final_labels
 from ..judges.panel import get_panel
 from ..judges.panel_file import load_tiebreaker
@@ -202,9 +202,10 @@ def _judge_streamed(spec: JudgeSpec, pair_source, query_map: dict[str, str], pas
     batch_queue = use_batch_files([judge_obj], batch_read, batch_write)
     details_path = details or paths.details_path(out)
     flagged: dict = {}
+    scan = InjectionScan([judge_obj])  # what the judge is sent, each distinct passage once a run
 
     def write(run, texts) -> None:
-        found = flag_pairs(run.pairs, query_map, texts)  # reported only: labels stay as judged
+        found = scan.flag_run(run, query_map, texts)  # reported only: labels stay as judged
         flagged.update(found)
         files.write(run, final_labels(run), extra={p: {"injection": [str(f) for f in f_]} for p, f_ in found.items()})
 

@@ -22,7 +22,7 @@ from ..pairs import Pair
 from ..store import CallStore
 from .engine import JudgeRun, Reporter, StreamTotals, judge_pairs, judge_stream
 from .factory import build_judge
-from .injection import flag_pairs
+from .injection import InjectionScan
 from .outputs import write_details, write_qrels_file
 from .judge import JudgeSpec
 from .panel import Panel, ballots_from_run, blend_run
@@ -86,6 +86,7 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
     each judge from its spec (judges/ray_executor.py's `RayJudges` runs their calls on Ray)."""
     judges = [make_judge(spec) for spec in panel.judges]
     batch_queue = use_batch_files(judges, batch_read, batch_write)
+    scan = InjectionScan(judges)  # the longest text any member (or the tie-breaker) is sent
     try:
         run = judge_pairs(judges, pairs, queries, corpus, store, reporter, skip_missing)
     finally:
@@ -99,6 +100,7 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
     if tiebreaker is not None:
         spec, spread, margin = tiebreaker
         judge = make_judge(spec)
+        scan.add(judge)
         try:
             tiebreak, tiebreak_run = run_tiebreaker(result, judge, queries, corpus, store, spread, reporter, margin)
         finally:
@@ -106,7 +108,8 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
         labels = dict(zip(result.table.pairs, tiebreak.labels))
         for pair, outcome in zip(result.table.pairs, tiebreak.outcomes):
             extra[pair]["tiebreaker"] = outcome
-    flagged = flag_pairs(run.pairs, queries, corpus)  # reported only: labels stay as judged
+    judgments = {**run.judgments, **(tiebreak_run.judgments if tiebreak_run is not None else {})}
+    flagged = scan.flag(run.pairs, queries, corpus, judgments)  # reported only: labels stay as judged
     for p, found in flagged.items():
         extra[p]["injection"] = [str(f) for f in found]
     return PanelRun(panel, run, result, labels, extra, flagged, batch_queue, tiebreak, tiebreak_run)
@@ -163,6 +166,7 @@ def stream_panel(panel: Panel, pairs: Iterable[Pair], queries: Mapping[str, str]
     batch_queue = use_batch_files(judges, batch_read, batch_write)
     blender = panel.blender()
     info = blend_info(panel)
+    scan = InjectionScan(judges)  # the longest text any member is sent, each distinct passage once a run
     flagged: dict[Pair, list] = {}
     tally: BlendTally | None = None
 
@@ -179,7 +183,7 @@ def stream_panel(panel: Panel, pairs: Iterable[Pair], queries: Mapping[str, str]
                 tally = BlendTally.of(result)
             else:
                 tally.add(result)
-        found = flag_pairs(run.pairs, queries, texts)  # reported only: labels stay as judged
+        found = scan.flag_run(run, queries, texts)  # reported only: labels stay as judged
         for p, f in found.items():
             extra[p]["injection"] = [str(x) for x in f]
         flagged.update(found)
