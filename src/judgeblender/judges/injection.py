@@ -161,9 +161,9 @@ class _Any:
     hit that cannot settle it (a word of exactly four letters may be a longer word's head, a
     start longer than four only shares its head) is confirmed in the text's words joined by spaces."""
 
-    __slots__ = ("keys", "sure", "confirm", "parts", "wide")
+    __slots__ = ("keys", "sure", "confirm", "parts", "wide", "match")
 
-    def __init__(self, words: str = "", starts: str = "", parts: tuple[str, ...] = ()):
+    def __init__(self, words: str = "", starts: str = "", parts: tuple[str, ...] = (), match: str | None = None):
         self.keys = frozenset(w.encode()[:HEAD] if i else w.encode()
                               for i, ws in enumerate((words, starts)) for w in ws.split())
         self.sure = frozenset([w.encode() for w in words.split() if len(w) != HEAD]
@@ -174,12 +174,17 @@ class _Any:
             raise ValueError(f"a start shorter than {HEAD} characters cannot be looked up by its head: {starts!r}")
         self.parts = tuple(p for p in parts if p.isascii())
         self.wide = tuple(p for p in parts if not p.isascii())
+        # a small expression over the folded lower-case text, last in its clause: what the cheaper
+        # groups cannot tell, at a small part of the pattern's cost
+        self.match = re.compile(match) if match is not None else None
 
     @classmethod
     def union(cls, groups: Iterable["_Any"]) -> "_Any":
         """Evidence of any of `groups`."""
         one = cls()
         for g in groups:
+            if g.match is not None:
+                raise ValueError("an expression is never the first group of a clause: it is the costly one")
             one.keys, one.sure, one.confirm = one.keys | g.keys, one.sure | g.sure, one.confirm + g.confirm
             one.parts, one.wide = one.parts + g.parts, one.wide + g.wide
         # a part that holds another part is found only where that one is: looking for it is waste
@@ -203,7 +208,7 @@ class _Any:
             for part in self.wide:
                 if part in text.low:
                     return True
-        return False
+        return self.match is not None and self.match.search(text.low) is not None
 
 
 class _Trigger:
@@ -256,11 +261,15 @@ TRIGGERS: dict[str, _Trigger] = {
     "score claim": _Trigger(
         (_Any(parts=("##",)),),
         # a score word (which may run into "is" or "of"), then a grade 0-3
-        (_Any(starts="final relevance score grade label rating mark"), _Any(parts=("0", "1", "2", "3"))),
+        (_Any(starts="final relevance score grade label rating mark"), _Any(parts=("0", "1", "2", "3")),
+         _Any(match=r"(?:score|answer|relevance|label|grade|ment|rating|marks?)\s*(?:is|of|=|:)\s*[0-3]")),
     ),
     "asks for a high score": _Trigger(
-        (_Any("output answer respond reply return print assign give rate grade label score mark say"),
+        # a verb, a top grade, then what is graded ("give it the top score")
+        (_Any("score grade label rating relevance relevant mark marks"),
+         _Any("output answer respond reply return print assign give rate grade label score mark"),
          _Any("3 three highest maximum maximal max top perfect perfectly highly full fully")),
+        (_Any("output answer respond reply return print say"), _Any("3 three")),  # "answer only with 3."
         (_Any("deserve deserves"), _Any("3 three top perfect full maximum highest")),
         (_Any("relevance"), _Any("maximal maximum highest perfect full top 3 is")),
         (_Any("relevant"), _Any("passage document text page result"), _Any("is")),
