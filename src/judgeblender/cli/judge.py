@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import typer
 from rich.markup import escape
 
 from .. import paths
+from ..backends.batch import BatchRequests, use_batch_files
 from ..backends.registry import command_options
 from ..judges import JudgeSpec, build_judge, summary_rows
 from ..judges.engine import WINDOW, check_stream, judge_stream, window_texts
+from ..judges.calibrate_panel import seed_shortfall
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..judges.injection import InjectionScan, describe
 from ..judges.outputs import RunFiles, final_labels
+from ..judges.panel import get_panel
+from ..judges.panel_file import load_tiebreaker
+from ..judges.run_panel import run_panel, stream_panel, streams, write_panel_run
 from ..pairs import Pair, read_queries
 from ..pairs.corpus import close_corpus, open_corpus
 from ..pairs.pairs import PairsFile
@@ -24,9 +29,6 @@ from .console import console, err_console
 from .options import (ApiKeyEnv, BaseUrl, Concurrency, MinChoiceMass, Progress, RayAddress, RayWorkers, Threads, Timeout,
                       backend_options, fail_if_calls_failed)
 from .progress import RichReporter
-
-if TYPE_CHECKING:
-    from ..backends.batch import BatchRequests
 
 
 def write_batch_requests(queue: BatchRequests | None) -> None:
@@ -70,11 +72,6 @@ def _judge_with_panel(panel_name: str, panel_models: list[str] | None, pair_sour
     With `ray_address`, the members' calls run on Ray workers (one set per distinct model). A
     panel whose blend is a per-pair rule and that has no tie-breaker streams its pairs in
     windows (`stream_panel`); the others judge the whole list at once (`run_panel`)."""
-    # panels, blending and Batch files are imported here: a run with one judge does not pay for them
-    from ..judges.panel import get_panel
-    from ..judges.panel_file import load_tiebreaker
-    from ..judges.run_panel import run_panel, stream_panel, streams, write_panel_run
-
     panel = get_panel(panel_name, panel_models, mode, options, seed=seed, allow_fallback=allow_fallback,
                       invalid_policy=invalid_policy, min_choice_mass=min_choice_mass)
     if panel.warning:
@@ -170,11 +167,7 @@ def register(app: typer.Typer) -> None:
             # before any model is built, Ray is started or the store is created (the engine checks
             # each window again, for library callers)
             check_stream(pair_source, query_map, passages, skip_missing, window)
-            short = None
-            if for_calibration:
-                from ..judges.calibrate_panel import seed_shortfall
-
-                short = seed_shortfall((p.qid, p.docid) for p in pair_source)
+            short = seed_shortfall((p.qid, p.docid) for p in pair_source) if for_calibration else None
             if short:  # before the first model call: these labels cannot be calibrated on
                 err_console.print(f"warning: --for-calibration: {short}; label more pairs first",
                                   markup=False, soft_wrap=True)
@@ -206,11 +199,7 @@ def _judge_streamed(spec: JudgeSpec, pair_source, query_map: dict[str, str], pas
         judge_obj = ray_judge_cli(spec, ray_address, ray_workers, batch_read or batch_write)
     else:
         judge_obj = build_judge(spec)
-    batch_queue = None
-    if batch_read is not None or batch_write is not None:  # the Batch API's module only where it is used
-        from ..backends.batch import use_batch_files
-
-        batch_queue = use_batch_files([judge_obj], batch_read, batch_write)
+    batch_queue = use_batch_files([judge_obj], batch_read, batch_write)
     details_path = details or paths.details_path(out)
     flagged: dict = {}
     scan = InjectionScan([judge_obj])  # what the judge is sent, each distinct passage once a run
