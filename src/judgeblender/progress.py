@@ -86,9 +86,10 @@ class RichReporter:
 
     Drawn as answers come (a terminal or a notebook), an answer adds one sample to `Speed` and
     updates the task; rich redraws on its own thread, ten times a second. Not drawn, an answer
-    costs two attribute updates: no sample, no speed, no rich call. That is `enabled=False`
-    (--no-progress), and an enabled bar on a pipe or a log file, which rich prints once, when the
-    run ends: each wave's line then shows the wave's mean rate, from its first answer to its end.
+    costs two attribute updates: no sample, no speed, no rich call, and no redrawing thread runs.
+    That is `enabled=False` (--no-progress), and an enabled bar on a pipe or a log file, which rich
+    prints once, when the run ends: each wave's line then shows the wave's mean rate, from its
+    first answer to its end.
     """
 
     def __init__(self, enabled: bool = True, console: Console | None = None):
@@ -106,6 +107,9 @@ class RichReporter:
             console=console,
             transient=False,
             disable=not enabled,
+            # not drawn: no thread redrawing the table ten times a second, contending for the GIL
+            # with the judging loop for a picture no one sees (rich prints it when the bar stops)
+            auto_refresh=self.live,
         )
         self.task = None
         self._task = None  # rich's Task of the wave, whose counts a bar not drawn sets directly
