@@ -10,13 +10,11 @@ docs/reliability.md for the measured false-positive rate on TREC DL 2019 passage
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..pairs import Pair
@@ -126,16 +124,20 @@ _STOP = frozenset(
 STUFFING_DENSITY = 0.35  # share of a passage's words that are query words
 STUFFING_REPEATS = 3  # the whole query written out this many times
 STUFFING_MIN_WORDS = 12
+# the fewest query words that can make STUFFING_DENSITY of a passage of STUFFING_MIN_WORDS or more
+_DENSE_HITS = next(h for h in range(1, STUFFING_MIN_WORDS + 1) if h / STUFFING_MIN_WORDS >= STUFFING_DENSITY)
 
 # ------------------------------------------------------------------------------------------ triggers
 # Each pattern above tries dozens of alternatives at every position of a passage, and nearly no
 # passage matches any: run as they are, the nine patterns cost ~0.2 ms a pair. A trigger is a
-# condition that every match of its pattern implies, checked with a few set and substring
-# lookups: a pattern is searched only where its trigger fires, so the findings are those of
-# searching every pattern, at a small part of the cost. Triggers are read off the patterns by
-# hand and held to them by tests/test_injection_scan.py, which generates thousands of strings
-# each pattern matches (random case, Turkish and long-s letters, glued and spaced words) and
-# checks that the trigger fires on every one.
+# condition that every match of its pattern implies, checked with substring lookups and small
+# expressions: a pattern is searched only where its trigger fires, so the findings are those of
+# searching every pattern, at a small part of the cost. The first groups of every clause of
+# every trigger make one gate, which rules out four passages in five in one search. Triggers are
+# read off the patterns by hand and held to them by tests/test_injection_scan.py, which
+# generates thousands of strings each alternative of each pattern matches (random case,
+# Turkish and long-s letters, glued and spaced words) and checks that the trigger fires on
+# every one.
 #
 # A trigger reads the passage lower-cased, with the three letters that IGNORECASE matches to an
 # ASCII letter but str.lower() does not map to one folded first (dotted and dotless i, long s;
@@ -146,37 +148,54 @@ STUFFING_MIN_WORDS = 12
 # (punctuation, words a pattern lets run into the next, `note\s*to`); parts with non-ASCII
 # characters are looked for only in non-ASCII text.
 _FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
-HEAD = 4  # characters of a word's head, as `_Text.hits` holds it
-_HEAD = itemgetter(slice(HEAD))
 # every byte that is not [a-z0-9] becomes a space: UTF-8 writes every non-ASCII character as
 # bytes >= 0x80, so the words of the encoded text are exactly `_WORD.findall` of the text
 _WORD_BYTES = bytes(b if 0x30 <= b <= 0x39 or 0x61 <= b <= 0x7A else 0x20 for b in range(256))
 
 
+def _trie(atoms: Iterable[bytes]) -> bytes:
+    """An expression matching any of `atoms`, shaped as a tree of their shared beginnings: the
+    engine tries one branch per next byte instead of every atom at every position (5x faster
+    than a flat alternation of the gate's 150 atoms). An atom another begins with stands for both."""
+    root: dict = {}
+    for atom in atoms:
+        node = root
+        for byte in atom:
+            if node.get(None):
+                break  # a shorter atom already ends here
+            node = node.setdefault(byte, {})
+        else:
+            node.clear()
+            node[None] = True
+
+    def branch(node: dict) -> bytes:
+        if node.get(None):
+            return b""
+        alts = [re.escape(bytes([byte])) + branch(node[byte]) for byte in sorted(node)]
+        return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
+
+    return branch(root)
+
+
 class _Any:
     """Evidence that one of several words, starts or parts is present.
 
-    Words and starts are looked up among the text's hits (`_Text.hits`: those of its words, and
-    of their first four characters, that any trigger names), a set of a few elements at most; a
-    hit that cannot settle it (a word of exactly four letters may be a longer word's head, a
-    start longer than four only shares its head) is confirmed in the text's words joined by spaces."""
+    Words and starts are one expression over the text's words joined by spaces (`_Text.padded`):
+    " word " is a whole word, " start" begins one. Parts are substrings of the folded text."""
 
-    __slots__ = ("keys", "sure", "confirm", "parts", "wide", "match")
+    __slots__ = ("atoms", "tokens", "parts", "wide", "match")
 
     def __init__(self, words: str = "", starts: str = "", parts: tuple[str, ...] = (), match: str | None = None):
-        self.keys = frozenset(w.encode()[:HEAD] if i else w.encode()
-                              for i, ws in enumerate((words, starts)) for w in ws.split())
-        self.sure = frozenset([w.encode() for w in words.split() if len(w) != HEAD]
-                              + [w.encode() for w in starts.split() if len(w) == HEAD])
-        self.confirm = tuple([b" " + w.encode() + b" " for w in words.split() if len(w) == HEAD]
-                             + [b" " + w.encode() for w in starts.split() if len(w) > HEAD])
-        if any(len(w) < HEAD for w in starts.split()):
-            raise ValueError(f"a start shorter than {HEAD} characters cannot be looked up by its head: {starts!r}")
+        self.atoms = tuple(w.encode() + b" " for w in words.split()) + tuple(w.encode() for w in starts.split())
         self.parts = tuple(p for p in parts if p.isascii())
         self.wide = tuple(p for p in parts if not p.isascii())
         # a small expression over the folded lower-case text, last in its clause: what the cheaper
         # groups cannot tell, at a small part of the pattern's cost
         self.match = re.compile(match) if match is not None else None
+        self._compile()
+
+    def _compile(self) -> None:
+        self.tokens = re.compile(b" " + _trie(self.atoms)) if self.atoms else None
 
     @classmethod
     def union(cls, groups: Iterable["_Any"]) -> "_Any":
@@ -185,22 +204,15 @@ class _Any:
         for g in groups:
             if g.match is not None:
                 raise ValueError("an expression is never the first group of a clause: it is the costly one")
-            one.keys, one.sure, one.confirm = one.keys | g.keys, one.sure | g.sure, one.confirm + g.confirm
-            one.parts, one.wide = one.parts + g.parts, one.wide + g.wide
+            one.atoms, one.parts, one.wide = one.atoms + g.atoms, one.parts + g.parts, one.wide + g.wide
         # a part that holds another part is found only where that one is: looking for it is waste
-        one.confirm = tuple(dict.fromkeys(one.confirm))
         one.parts = tuple(p for p in dict.fromkeys(one.parts) if not any(q != p and q in p for q in one.parts))
         one.wide = tuple(p for p in dict.fromkeys(one.wide)
                          if not any(q != p and q in p for q in one.parts + one.wide))
+        one._compile()
         return one
 
     def found(self, text: "_Text") -> bool:
-        if not self.keys.isdisjoint(text.hits):
-            if not self.sure.isdisjoint(text.hits):
-                return True
-            for pattern in self.confirm:
-                if pattern in text.padded:
-                    return True
         for part in self.parts:
             if part in text.low:
                 return True
@@ -208,12 +220,14 @@ class _Any:
             for part in self.wide:
                 if part in text.low:
                     return True
+        if self.tokens is not None and self.tokens.search(text.padded) is not None:
+            return True
         return self.match is not None and self.match.search(text.low) is not None
 
 
 class _Trigger:
     """A pattern's condition: every group of one of its clauses. The first groups of the clauses
-    together make a gate, checked first: nearly every text stops there, in one step."""
+    together make its gate, checked first."""
 
     __slots__ = ("clauses", "gate")
 
@@ -321,9 +335,6 @@ TRIGGERS: dict[str, _Trigger] = {
     ),
 }
 _CHECKS = tuple((kind, pattern, TRIGGERS[kind]) for kind, pattern in PATTERNS)
-# every word and head any trigger names: a text's hits are its words and heads among these
-_KEYS = frozenset().union(*(group.keys for trigger in TRIGGERS.values() for clause in trigger.clauses
-                            for group in clause))
 # the first groups of every clause of every trigger: a text without any (most) needs no more
 _GATE = _Any.union(clause[0] for trigger in TRIGGERS.values() for clause in trigger.clauses)
 
@@ -344,9 +355,9 @@ def _short(text: str, limit: int = 60) -> str:
 
 class _Text:
     """What the checks read of one passage, each computed once: the folded lower-case text, its
-    words (bytes, `_WORD`'s), their set, and the words of the plain lower-case text (stuffing's)."""
+    words (`_WORD`'s) joined by spaces, and those of the plain lower-case text (stuffing's)."""
 
-    __slots__ = ("text", "low", "ascii", "spaced", "words", "hits", "padded", "plain_spaced", "plain_words")
+    __slots__ = ("text", "low", "ascii", "padded", "plain_spaced", "_plain_words")
 
     def __init__(self, text: str):
         self.text = text
@@ -355,20 +366,18 @@ class _Text:
         # IGNORECASE matches İ, ı and ſ to i and s, which str.lower() leaves (or makes two characters)
         folds = not self.ascii and ("\u0130" in text or "\u0131" in text or "\u017f" in text)
         self.low = text.translate(_FOLD).lower() if folds else plain
-        self.spaced = self.low.encode("utf-8", "surrogatepass").translate(_WORD_BYTES)
-        self.words = self.spaced.split()
-        self.hits: frozenset[bytes] = frozenset()  # the words and heads triggers name, once patterns are checked
-        self.padded = b""
-        if self.low is plain:
-            self.plain_spaced, self.plain_words = self.spaced, self.words
-        else:
-            self.plain_spaced = plain.encode("utf-8", "surrogatepass").translate(_WORD_BYTES)
-            self.plain_words = self.plain_spaced.split()
+        spaced = self.low.encode("utf-8", "surrogatepass").translate(_WORD_BYTES)
+        self.padded = b" " + spaced + b" "
+        self.plain_spaced = spaced if self.low is plain else plain.encode("utf-8", "surrogatepass").translate(_WORD_BYTES)
+        self._plain_words: list[bytes] | None = None
+
+    def plain_words(self) -> list[bytes]:
+        if self._plain_words is None:
+            self._plain_words = self.plain_spaced.split()
+        return self._plain_words
 
     def patterns(self) -> tuple[Finding, ...]:
         """The pattern findings, in PATTERNS' order: each pattern searched where its trigger fires."""
-        self.hits = _KEYS.intersection(self.words) | _KEYS.intersection(map(_HEAD, self.words))
-        self.padded = b" " + self.spaced + b" "
         if not _GATE.found(self):
             return ()
         found = []
@@ -383,14 +392,25 @@ class _Text:
         """Keyword stuffing against `query`: the whole query written out STUFFING_REPEATS times,
         or query words making STUFFING_DENSITY of the passage's words."""
         terms, phrase, longest = _query_words(query)
-        words = self.plain_words
-        if not terms or len(words) < STUFFING_MIN_WORDS:
+        if not terms:
             return None
-        # each of the query's words occurs wherever the whole query does: a cheap count first
-        if self.plain_spaced.count(longest) >= STUFFING_REPEATS:
+        spaced = self.plain_spaced
+        # cheap bounds first, on substrings (a word occurs as a substring at least as often): the
+        # query is written out only where its longest word is, as often; a term is a query word
+        # of the passage at most as often as it is a substring of it
+        repeated = spaced.count(longest) >= STUFFING_REPEATS
+        bound = sum(map(spaced.count, terms))
+        if not repeated and bound < _DENSE_HITS:
+            return None
+        words = self.plain_words()
+        if len(words) < STUFFING_MIN_WORDS:
+            return None
+        if repeated:
             repeats = b" ".join(words).count(phrase)
             if repeats >= STUFFING_REPEATS:
                 return Finding("keyword stuffing", f"the query written out {repeats} times")
+        if bound / len(words) < STUFFING_DENSITY:  # the same division as below: they round alike
+            return None
         hits = sum(map(terms.__contains__, words))
         density = hits / len(words)
         if density >= STUFFING_DENSITY and hits >= 1:
@@ -424,9 +444,10 @@ def scan(passage: str, query: str | None = None) -> list[Finding]:
 # at 4 characters a token (English text's average): a longer passage cannot reach such a model
 # whole, and a 22 MB one costs the scan no more than this cut.
 UNKNOWN_CONTEXT_CHARS = 512_000
-# Texts scanned are remembered by digest for the last 32,768 to 65,536 distinct ones (two
-# generations): a passage judged for several queries, or by a second run in the process, is
-# scanned once, and a run of 10^7 pairs holds a few MB of digests, not one per passage.
+# Texts scanned are remembered for the last 32,768 to 65,536 distinct ones (two generations):
+# a passage judged for several queries, or by a second run in the process, is scanned once, and
+# a run of 10^7 pairs holds a few MB, not one entry per passage. A text is known by its length,
+# its hash and its first 64 characters: two texts alike in all three are taken for one.
 REMEMBERED = 32_768
 
 
@@ -452,8 +473,8 @@ class InjectionScan:
         self._members: list[tuple[str, bool, bool]] = []
         for judge in judges:
             self.add(judge)
-        self._new: dict[bytes, tuple[Finding, ...]] = {}
-        self._old: dict[bytes, tuple[Finding, ...]] = {}
+        self._new: dict[tuple[int, int, str], tuple[Finding, ...]] = {}
+        self._old: dict[tuple[int, int, str], tuple[Finding, ...]] = {}
         self.texts_scanned = 0  # distinct texts whose patterns were checked
         self.chars_scanned = 0  # their characters: a passage counts its cut, never more
 
@@ -479,7 +500,7 @@ class InjectionScan:
         return longest
 
     def _patterns(self, text: _Text) -> tuple[Finding, ...]:
-        key = hashlib.blake2b(text.text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        key = (len(text.text), hash(text.text), text.text[:64])
         found = self._new.get(key)
         if found is None:
             found = self._old.get(key)
