@@ -14,8 +14,16 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Finding", "scan", "flag_pairs", "describe"]
+from ..pairs import Pair
+from .judge import Judge
+
+if TYPE_CHECKING:
+    from .engine import JudgeRun
+
+__all__ = ["Finding", "InjectionScan", "scan", "flag_pairs", "describe", "UNKNOWN_CONTEXT_CHARS"]
 
 _SCORE_WORDS = (r"(?:final\s+score|final\s+answer|relevance(?:\s+(?:score|label|grade|judg(?:e)?ment))?|score|grade"
                 r"|label|rating|marks?)")
@@ -116,6 +124,219 @@ _STOP = frozenset(
 STUFFING_DENSITY = 0.35  # share of a passage's words that are query words
 STUFFING_REPEATS = 3  # the whole query written out this many times
 STUFFING_MIN_WORDS = 12
+# the fewest query words that can make STUFFING_DENSITY of a passage of STUFFING_MIN_WORDS or more
+_DENSE_HITS = next(h for h in range(1, STUFFING_MIN_WORDS + 1) if h / STUFFING_MIN_WORDS >= STUFFING_DENSITY)
+
+# ------------------------------------------------------------------------------------------ triggers
+# Each pattern above tries dozens of alternatives at every position of a passage, and nearly no
+# passage matches any: run as they are, the nine patterns cost ~0.2 ms a pair. A trigger is a
+# condition that every match of its pattern implies, checked with substring lookups and small
+# expressions: a pattern is searched only where its trigger fires, so the findings are those of
+# searching every pattern, at a small part of the cost. The first groups of every clause of
+# every trigger make one gate, which rules out four passages in five in one search. Triggers are
+# read off the patterns by hand and held to them by tests/test_injection_scan.py, which
+# generates thousands of strings each alternative of each pattern matches (random case,
+# Turkish and long-s letters, glued and spaced words) and checks that the trigger fires on
+# every one.
+#
+# A trigger reads the passage lower-cased, with the three letters that IGNORECASE matches to an
+# ASCII letter but str.lower() does not map to one folded first (dotted and dotless i, long s;
+# the Kelvin sign lower-cases to k), so that a pattern's literal shows as itself. A *word* is a
+# maximal run of [a-z0-9]: a pattern's word with `\b`, `\s` or punctuation either side stands
+# alone (the characters round it are not word characters, so not [a-z0-9] either). A *start*
+# begins a word (a `\b` before it, anything after: `ignor\w*`). A *part* is any substring
+# (punctuation, words a pattern lets run into the next, `note\s*to`); parts with non-ASCII
+# characters are looked for only in non-ASCII text.
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
+# every byte that is not [a-z0-9] becomes a space: UTF-8 writes every non-ASCII character as
+# bytes >= 0x80, so the words of the encoded text are exactly `_WORD.findall` of the text
+_WORD_BYTES = bytes(b if 0x30 <= b <= 0x39 or 0x61 <= b <= 0x7A else 0x20 for b in range(256))
+
+
+def _trie(atoms: Iterable[bytes]) -> bytes:
+    """An expression matching any of `atoms`, shaped as a tree of their shared beginnings: the
+    engine tries one branch per next byte instead of every atom at every position (5x faster
+    than a flat alternation of the gate's 150 atoms). An atom another begins with stands for both."""
+    root: dict = {}
+    for atom in atoms:
+        node = root
+        for byte in atom:
+            if node.get(None):
+                break  # a shorter atom already ends here
+            node = node.setdefault(byte, {})
+        else:
+            node.clear()
+            node[None] = True
+
+    def branch(node: dict) -> bytes:
+        if node.get(None):
+            return b""
+        alts = [re.escape(bytes([byte])) + branch(node[byte]) for byte in sorted(node)]
+        return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
+
+    return branch(root)
+
+
+class _Any:
+    """Evidence that one of several words, starts or parts is present.
+
+    Words and starts are one expression over the text's words joined by spaces (`_Text.padded`):
+    " word " is a whole word, " start" begins one. Parts are substrings of the folded text."""
+
+    __slots__ = ("atoms", "tokens", "parts", "wide", "match")
+
+    def __init__(self, words: str = "", starts: str = "", parts: tuple[str, ...] = (), match: str | None = None):
+        self.atoms = tuple(w.encode() + b" " for w in words.split()) + tuple(w.encode() for w in starts.split())
+        self.parts = tuple(p for p in parts if p.isascii())
+        self.wide = tuple(p for p in parts if not p.isascii())
+        # a small expression over the folded lower-case text, last in its clause: what the cheaper
+        # groups cannot tell, at a small part of the pattern's cost
+        self.match = re.compile(match) if match is not None else None
+        self._compile()
+
+    def _compile(self) -> None:
+        self.tokens = re.compile(b" " + _trie(self.atoms)) if self.atoms else None
+
+    @classmethod
+    def union(cls, groups: Iterable["_Any"]) -> "_Any":
+        """Evidence of any of `groups`."""
+        one = cls()
+        for g in groups:
+            if g.match is not None:
+                raise ValueError("an expression is never the first group of a clause: it is the costly one")
+            one.atoms, one.parts, one.wide = one.atoms + g.atoms, one.parts + g.parts, one.wide + g.wide
+        # a part that holds another part is found only where that one is: looking for it is waste
+        one.parts = tuple(p for p in dict.fromkeys(one.parts) if not any(q != p and q in p for q in one.parts))
+        one.wide = tuple(p for p in dict.fromkeys(one.wide)
+                         if not any(q != p and q in p for q in one.parts + one.wide))
+        one._compile()
+        return one
+
+    def found(self, text: "_Text") -> bool:
+        for part in self.parts:
+            if part in text.low:
+                return True
+        if not text.ascii:
+            for part in self.wide:
+                if part in text.low:
+                    return True
+        if self.tokens is not None and self.tokens.search(text.padded) is not None:
+            return True
+        return self.match is not None and self.match.search(text.low) is not None
+
+
+class _Trigger:
+    """A pattern's condition: every group of one of its clauses. The first groups of the clauses
+    together make its gate, checked first."""
+
+    __slots__ = ("clauses", "gate")
+
+    def __init__(self, *clauses: tuple[_Any, ...]):
+        self.clauses = clauses
+        self.gate = _Any.union(clause[0] for clause in clauses) if len(clauses) > 1 else None
+
+    def fires(self, text: "_Text") -> bool:
+        if self.gate is not None and not self.gate.found(text):
+            return False
+        for clause in self.clauses:
+            for group in clause:
+                if not group.found(text):
+                    break
+            else:
+                return True
+        return False
+
+
+_JUDGE = _Any("ai llm model models assistant assistants chatbot chatbots gpt judge judges assessor assessors rater "
+              "raters grader graders evaluator evaluators annotator annotators", parts=("a.i.",))
+# the foreign score words, before the top grade ("la note maximale", "Bewertung: höchste")
+_FOREIGN_SCORE_ANY = _Any("note notez noter nota pertinence bewertung punktzahl puntaje relevancia punteggio assegna "
+                          "attribuez attribue donnez gib dale puntuacion pontuacao",
+                          "bewerte relevanz vergib califica asigna marque marca markier responde repond antworte",
+                          ("puntuación", "pontuaç", "pontuacã", "répond", "dê"))
+
+TRIGGERS: dict[str, _Trigger] = {
+    "instruction": _Trigger(
+        (_Any("ignore disregard forget override bypass follow following"),
+         _Any("instruction instructions rules rubric prompt prompts guidelines directions directives context message "
+              "messages above previous")),
+        (_Any("task instruction instructions rules role objective"), _Any("new"), _Any(parts=(":",))),
+        (_Any("override prompt message instruction instructions"), _Any("system admin developer")),
+        (_Any(parts=("[",)), _Any("system instruction instructions assistant admin")),
+    ),
+    # every wording names the judge; what comes before it differs
+    "addressed to the judge": _Trigger(
+        (_JUDGE, _Any("p", "note message attention instruction notice reminder", ("ps",))),
+        (_JUDGE, _Any("attention dear hey hello")),
+        (_JUDGE, _Any("as"), _Any("you"), _Any(parts=(",",))),
+        (_JUDGE, _Any("reading evaluating grading judging assessing scoring rating"), _Any("this")),
+        (_JUDGE, _Any("if"), _Any("you"), _Any("are")),
+    ),
+    "score claim": _Trigger(
+        (_Any(parts=("##",)),),
+        # a score word (which may run into "is" or "of"), then a grade 0-3
+        (_Any(starts="final relevance score grade label rating mark"), _Any(parts=("0", "1", "2", "3")),
+         _Any(match=r"(?:score|answer|relevance|label|grade|ment|rating|marks?)\s*(?:is|of|=|:)\s*[0-3]")),
+    ),
+    "asks for a high score": _Trigger(
+        # a verb, a top grade, then what is graded ("give it the top score")
+        (_Any("score grade label rating relevance relevant mark marks"),
+         _Any("output answer respond reply return print assign give rate grade label score mark"),
+         _Any("3 three highest maximum maximal max top perfect perfectly highly full fully")),
+        (_Any("output answer respond reply return print say"), _Any("3 three")),  # "answer only with 3."
+        (_Any("deserve deserves"), _Any("3 three top perfect full maximum highest")),
+        (_Any("relevance"), _Any("maximal maximum highest perfect full top 3 is")),
+        (_Any("relevant"), _Any("passage document text page result"), _Any("is")),
+    ),
+    "chat markup": _Trigger(
+        (_Any(parts=("<",)), _Any(parts=("<|", "<<", "passage>"))),
+        (_Any(parts=("]",)), _Any(parts=("inst]",))),
+        (_Any("system assistant"), _Any(parts=(":",))),
+    ),
+    "instruction in another language": _Trigger(
+        (_Any("tenez netenez", "ignor oubli vergiss missacht olvid dimentic esquec", ("esqueç",)),
+         _Any("instruction instructions consigne consignes regle regles directive directives anweisung anweisungen "
+              "regeln vorgaben richtlinien instrucciones reglas indicaciones istruzioni regole instrucoes regras",
+              parts=("règle", "instruç", "instrucõ"))),
+        (_Any("ia ki evaluateur evaluateurs evaluatrice evaluatrices correcteur correcteurs correctrice correctrices "
+              "annotateur annotateurs annotatrice annotatrices modele modeles bewerter bewerterin prufer pruferin "
+              "gutachter gutachterin modell sprachmodell evaluador evaluadores evaluadora calificador calificadores "
+              "calificadora modelo modelos jueces juez valutatore avaliador avaliadores avaliadora",
+              parts=("évaluat", "modèle", "prüfer")),),
+        # a score word, then a top grade: one clause per way of writing the grade
+        (_Any(starts="maxim hochste bestnote massimo", parts=("máxim", "höchste")), _FOREIGN_SCORE_ANY),
+        (_Any(starts="punkt"), _Any(starts="volle"), _FOREIGN_SCORE_ANY),
+        (_Any("la"), _Any("plus"), _FOREIGN_SCORE_ANY),
+        (_Any("meilleure"), _Any(starts="note"), _FOREIGN_SCORE_ANY),
+        (_Any(starts="pertinent"), _Any("parfaitement tres", parts=("très",)), _FOREIGN_SCORE_ANY),
+        (_Any(starts="relevant"),
+         _Any("perfekt hoch vollstandig hochst totalmente muy perfectamente", parts=("vollständig", "höchst")),
+         _FOREIGN_SCORE_ANY),
+        (_Any("repondez reponds notez attribuez donnez antworte gib vergib bewerte responde responda rispondi dale "
+              "asigna califica assegna", parts=("répond", "dê")), _Any("3")),
+        (_Any(parts=("忽略", "无视", "忽视", "忘记", "忘掉", "不要遵守", "评为", "打", "给", "输出", "回答", "满分",
+                     "最高分", "完全相关", "高度相关", "非常相关", "致", "对")),),
+    ),
+    "JSON-shaped instruction": _Trigger(
+        (_Any(parts=('"',)),
+         _Any("instruction instructions system override prompt judge consigne consignes anweisung anweisungen "
+              "instruccion instrucciones sistema systeme", parts=("instrucción", "système", "指令", "指示")),
+         _Any(parts=(":",))),
+        (_Any(parts=('"role"',)),),
+        (_Any(parts=('"',)), _Any("3"), _Any(parts=('"score"', '"relevance"', '"label"', '"grade"', '"rating"', '"judgment"', '"judgement"',
+                                '"note"', '"pertinence"', '"bewertung"', '"relevanz"', '"puntuacion"', '"relevancia"',
+                                '"nota"', '"puntuación"', '"分数"', '"相关性"', '"相关度"', '"评分"'))),
+    ),
+    "hidden comment": _Trigger((_Any(parts=("<!--",)),)),
+    "role-play line": _Trigger(
+        (_Any("system assistant systeme sistema", parts=("système", "系统", "助手")), _Any(parts=(":", "："))),
+        (_Any("user human usuario utilisateur benutzer"), _Any("assistant ai asistente assistent"),
+         _Any(parts=("\n",)), _Any(parts=(":",))),
+    ),
+}
+_CHECKS = tuple((kind, pattern, TRIGGERS[kind]) for kind, pattern in PATTERNS)
+# the first groups of every clause of every trigger: a text without any (most) needs no more
+_GATE = _Any.union(clause[0] for trigger in TRIGGERS.values() for clause in trigger.clauses)
 
 
 @dataclass(frozen=True)
@@ -132,45 +353,198 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _stuffing(passage: str, query: str) -> Finding | None:
-    words = _WORD.findall(passage.lower())
-    terms = {w for w in _WORD.findall(query.lower()) if w not in _STOP and len(w) > 2}
-    if not terms or len(words) < STUFFING_MIN_WORDS:
+class _Text:
+    """What the checks read of one passage, each computed once: the folded lower-case text, its
+    words (`_WORD`'s) joined by spaces, and those of the plain lower-case text (stuffing's)."""
+
+    __slots__ = ("text", "low", "ascii", "padded", "plain_spaced", "_plain_words")
+
+    def __init__(self, text: str):
+        self.text = text
+        self.ascii = text.isascii()
+        plain = text.lower()
+        # IGNORECASE matches İ, ı and ſ to i and s, which str.lower() leaves (or makes two characters)
+        folds = not self.ascii and ("\u0130" in text or "\u0131" in text or "\u017f" in text)
+        self.low = text.translate(_FOLD).lower() if folds else plain
+        spaced = self.low.encode("utf-8", "surrogatepass").translate(_WORD_BYTES)
+        self.padded = b" " + spaced + b" "
+        self.plain_spaced = spaced if self.low is plain else plain.encode("utf-8", "surrogatepass").translate(_WORD_BYTES)
+        self._plain_words: list[bytes] | None = None
+
+    def plain_words(self) -> list[bytes]:
+        if self._plain_words is None:
+            self._plain_words = self.plain_spaced.split()
+        return self._plain_words
+
+    def patterns(self) -> tuple[Finding, ...]:
+        """The pattern findings, in PATTERNS' order: each pattern searched where its trigger fires."""
+        if not _GATE.found(self):
+            return ()
+        found = []
+        for kind, pattern, trigger in _CHECKS:
+            if trigger.fires(self):
+                m = pattern.search(self.text)
+                if m:
+                    found.append(Finding(kind, _short(m.group(0))))
+        return tuple(found)
+
+    def stuffing(self, query: str) -> Finding | None:
+        """Keyword stuffing against `query`: the whole query written out STUFFING_REPEATS times,
+        or query words making STUFFING_DENSITY of the passage's words."""
+        terms, phrase, longest = _query_words(query)
+        if not terms:
+            return None
+        spaced = self.plain_spaced
+        # cheap bounds first, on substrings (a word occurs as a substring at least as often): the
+        # query is written out only where its longest word is, as often; a term is a query word
+        # of the passage at most as often as it is a substring of it
+        repeated = spaced.count(longest) >= STUFFING_REPEATS
+        bound = sum(map(spaced.count, terms))
+        if not repeated and bound < _DENSE_HITS:
+            return None
+        words = self.plain_words()
+        if len(words) < STUFFING_MIN_WORDS:
+            return None
+        if repeated:
+            repeats = b" ".join(words).count(phrase)
+            if repeats >= STUFFING_REPEATS:
+                return Finding("keyword stuffing", f"the query written out {repeats} times")
+        if bound / len(words) < STUFFING_DENSITY:  # the same division as below: they round alike
+            return None
+        hits = sum(map(terms.__contains__, words))
+        density = hits / len(words)
+        if density >= STUFFING_DENSITY and hits >= 1:
+            return Finding("keyword stuffing", f"{density:.0%} of its words are query words")
         return None
-    phrase = " ".join(_WORD.findall(query.lower()))
-    repeats = " ".join(words).count(phrase) if phrase else 0
-    if repeats >= STUFFING_REPEATS:
-        return Finding("keyword stuffing", f"the query written out {repeats} times")
-    hits = Counter(w for w in words if w in terms)
-    density = sum(hits.values()) / len(words)
-    if density >= STUFFING_DENSITY and len(hits) >= 1:
-        return Finding("keyword stuffing", f"{density:.0%} of its words are query words")
-    return None
+
+
+@lru_cache(maxsize=4096)
+def _query_words(query: str) -> tuple[frozenset[bytes], bytes, bytes]:
+    """A query's terms (no stop words, over two letters), its words joined, and its longest word."""
+    words = _WORD.findall(query.lower())
+    terms = frozenset(w.encode() for w in words if w not in _STOP and len(w) > 2)
+    return terms, " ".join(words).encode(), max(words, key=len, default="").encode()
 
 
 def scan(passage: str, query: str | None = None) -> list[Finding]:
-    """Instruction-like patterns in a passage, and (given its query) keyword stuffing."""
-    findings = []
-    for kind, pattern in PATTERNS:
-        m = pattern.search(passage)
-        if m:
-            findings.append(Finding(kind, _short(m.group(0))))
+    """Instruction-like patterns in a passage, and (given its query) keyword stuffing; the whole
+    passage is read (`InjectionScan` reads what a run's judges were sent of it)."""
+    text = _Text(passage)
+    findings = list(text.patterns())
     if query:
-        stuffed = _stuffing(passage, query)
+        stuffed = text.stuffing(query)
         if stuffed:
             findings.append(stuffed)
     return findings
 
 
-def flag_pairs(pairs: Iterable, queries: Mapping[str, str], corpus: Mapping[str, str]) -> dict:
-    """{pair: findings} for the pairs whose passage was flagged (pairs with .qid and .docid)."""
-    flagged = {}
-    for p in pairs:
-        if p.docid in corpus:
-            found = scan(corpus[p.docid], queries.get(p.qid))
+# ------------------------------------------------------------------------------------------ runs
+# What a member with no known context is sent is unknown: the whole passage, up to what its
+# server accepts. 512,000 characters is 128k tokens (the largest context common judges have)
+# at 4 characters a token (English text's average): a longer passage cannot reach such a model
+# whole, and a 22 MB one costs the scan no more than this cut.
+UNKNOWN_CONTEXT_CHARS = 512_000
+# Texts scanned are remembered for the last 32,768 to 65,536 distinct ones (two generations):
+# a passage judged for several queries, or by a second run in the process, is scanned once, and
+# a run of 10^7 pairs holds a few MB, not one entry per passage. A text is known by its length,
+# its hash and its first 64 characters: two texts alike in all three are taken for one.
+REMEMBERED = 32_768
+
+
+def _reach(judge: Any) -> tuple[str, bool, bool]:
+    """(judge id, context known, its template cuts the passage) of one member of a run."""
+    if not isinstance(judge, Judge):  # a scorer (embedding, cross-encoder): what it reads is its own
+        return judge.id, False, False
+    return judge.id, judge.backend.context_tokens() is not None, judge.template.truncate == "passage"
+
+
+class InjectionScan:
+    """Flags the pairs of a run by the text their judges were sent, each distinct text scanned once.
+
+    A member whose context is known is sent the passage as judges/truncate.py cut it for that
+    pair (its judgment records the cut; an uncut passage fits, so is sent whole); one whose
+    context is unknown, at most UNKNOWN_CONTEXT_CHARS. The scan reads the longest text any member
+    was sent: an instruction past every member's cut reaches none of them. Without judges every
+    passage is read to UNKNOWN_CONTEXT_CHARS. The members' contexts are read when they are given
+    (a local model is loaded when its judge is built), so flagging may come after they close.
+    """
+
+    def __init__(self, judges: Iterable[Any] = ()):
+        self._members: list[tuple[str, bool, bool]] = []
+        for judge in judges:
+            self.add(judge)
+        self._new: dict[tuple[int, int, str], tuple[Finding, ...]] = {}
+        self._old: dict[tuple[int, int, str], tuple[Finding, ...]] = {}
+        self.texts_scanned = 0  # distinct texts whose patterns were checked
+        self.chars_scanned = 0  # their characters: a passage counts its cut, never more
+
+    def add(self, judge: Any) -> None:
+        """One more member (a tie-breaker): its context is read now, while the judge is open."""
+        self._members.append(_reach(judge))
+
+    def sent_chars(self, pair: Pair, length: int, judgments: Mapping[str, Mapping[Pair, Any]]) -> int:
+        """How much of a `length`-character passage the member sent the most of was sent."""
+        if not self._members:
+            return min(length, UNKNOWN_CONTEXT_CHARS)
+        longest = 0
+        for judge_id, known, cuts in self._members:
+            judgment = judgments.get(judge_id, {}).get(pair) if known else None
+            if judgment is None:  # unknown context, or no judgment to read the cut from
+                sent = min(length, UNKNOWN_CONTEXT_CHARS)
+            else:
+                cut = judgment.truncated if cuts else None
+                sent = length if cut is None else int(cut["kept_chars"] or 0)
+            if sent >= length:
+                return length
+            longest = max(longest, sent)
+        return longest
+
+    def _patterns(self, text: _Text) -> tuple[Finding, ...]:
+        key = (len(text.text), hash(text.text), text.text[:64])
+        found = self._new.get(key)
+        if found is None:
+            found = self._old.get(key)
+            if found is None:
+                found = text.patterns()
+                self.texts_scanned += 1
+                self.chars_scanned += len(text.text)
+            if len(self._new) >= REMEMBERED:
+                self._old, self._new = self._new, {}
+            self._new[key] = found
+        return found
+
+    def flag(self, pairs: Iterable[Pair], queries: Mapping[str, str], corpus: Mapping[str, str],
+             judgments: Mapping[str, Mapping[Pair, Any]] | None = None) -> dict[Pair, list[Finding]]:
+        """{pair: findings} for the pairs whose passage, as sent, was flagged (pairs with .qid and
+        .docid; `judgments` by judge id then pair, as in a JudgeRun, give the members' cuts)."""
+        judgments = judgments or {}
+        flagged = {}
+        for p in pairs:
+            if p.docid not in corpus:
+                continue
+            passage = corpus[p.docid]
+            sent = self.sent_chars(p, len(passage), judgments)
+            text = _Text(passage if sent >= len(passage) else passage[:sent])
+            found = list(self._patterns(text))
+            query = queries.get(p.qid)
+            if query:
+                stuffed = text.stuffing(query)
+                if stuffed:
+                    found.append(stuffed)
             if found:
                 flagged[p] = found
-    return flagged
+        return flagged
+
+    def flag_run(self, run: JudgeRun, queries: Mapping[str, str],
+                 corpus: Mapping[str, str]) -> dict[Pair, list[Finding]]:
+        """`flag` over a JudgeRun's pairs, with its members' cuts."""
+        return self.flag(run.pairs, queries, corpus, run.judgments)
+
+
+def flag_pairs(pairs: Iterable, queries: Mapping[str, str], corpus: Mapping[str, str]) -> dict:
+    """{pair: findings} for the pairs whose passage was flagged (pairs with .qid and .docid),
+    each passage read to UNKNOWN_CONTEXT_CHARS (`InjectionScan` reads what a run's judges were sent)."""
+    return InjectionScan().flag(pairs, queries, corpus)
 
 
 def describe(flagged: Mapping) -> str | None:

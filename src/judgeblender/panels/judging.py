@@ -24,7 +24,7 @@ from ..errors import ArgumentError
 from ..fileio import outputs_together
 from ..judges.engine import WINDOW, JudgeRun, Reporter, judge_pairs, judge_stream, window_texts
 from ..judges.factory import build_judge
-from ..judges.injection import flag_pairs
+from ..judges.injection import InjectionScan
 from ..judges.judge import (DEFAULT_MIN_CHOICE_MASS, JudgeSpec, check_invalid_policy, check_min_choice_mass,
                             check_mode)
 from ..judges.outputs import RunFiles, final_labels
@@ -204,9 +204,10 @@ def _judge_to_files(spec: JudgeSpec, pairs: Iterable[Pair], queries: Mapping[str
         judge = make_judge(spec)
         try:
             queue = use_batch_files([judge], options.batch_read, options.batch_write)
+            scan = InjectionScan([judge])  # what the judge is sent, each distinct passage once a run
 
             def write(run: JudgeRun, texts: Mapping[str, str]) -> None:
-                found = flag_pairs(run.pairs, queries, texts)  # reported only: labels stay as judged
+                found = scan.flag_run(run, queries, texts)  # reported only: labels stay as judged
                 flagged.update(found)
                 files.write(run, final_labels(run),
                             extra={p: {"injection": [str(f) for f in f_]} for p, f_ in found.items()})
@@ -279,6 +280,7 @@ def judge_in_memory(specs: list[JudgeSpec], pairs: list[Pair], queries: Mapping[
                 built.callback(getattr(judge, "close", lambda: None))
                 judges.append(judge)
             queue = use_batch_files(judges, options.batch_read, options.batch_write)
+            scan = InjectionScan(judges)  # the longest text any judge is sent, each distinct passage once
             with _store(store, options.redact) as opened, progress as reporter:
                 run = judge_pairs(judges, pairs, queries, passages, opened, reporter, skip_missing=options.skip_missing)
-    return JudgedPairs(run, flag_pairs(run.pairs, queries, passages), _written(queue))
+    return JudgedPairs(run, scan.flag_run(run, queries, passages), _written(queue))

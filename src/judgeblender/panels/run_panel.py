@@ -23,7 +23,7 @@ from ..pairs import Pair
 from ..store import CallStore
 from ..judges.engine import JudgeRun, Reporter, StreamTotals, judge_pairs, judge_stream
 from ..judges.factory import build_judge
-from ..judges.injection import flag_pairs
+from ..judges.injection import InjectionScan
 from ..fileio import outputs_together
 from ..judges.outputs import write_details, write_qrels_file
 from ..judges.judge import JudgeSpec
@@ -87,6 +87,7 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
     each judge from its spec (judges/ray_judges.py's `RayJudges` runs their calls on Ray)."""
     judges = [make_judge(spec) for spec in panel.judges]
     batch_queue = use_batch_files(judges, batch_read, batch_write)
+    scan = InjectionScan(judges)  # the longest text any member (or the tie-breaker) is sent
     try:
         run = judge_pairs(judges, pairs, queries, corpus, store, reporter, skip_missing)
     finally:
@@ -100,6 +101,7 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
     if tiebreaker is not None:
         spec, spread, margin = tiebreaker
         judge = make_judge(spec)
+        scan.add(judge)
         try:
             tiebreak, tiebreak_run = run_tiebreaker(result, judge, queries, corpus, store, spread, reporter, margin)
         finally:
@@ -107,7 +109,8 @@ def run_panel(panel: Panel, pairs: list[Pair], queries: dict[str, str], corpus: 
         labels = dict(zip(result.table.pairs, tiebreak.labels))
         for pair, outcome in zip(result.table.pairs, tiebreak.outcomes):
             extra[pair]["tiebreaker"] = outcome
-    flagged = flag_pairs(run.pairs, queries, corpus)  # reported only: labels stay as judged
+    judgments = {**run.judgments, **(tiebreak_run.judgments if tiebreak_run is not None else {})}
+    flagged = scan.flag(run.pairs, queries, corpus, judgments)  # reported only: labels stay as judged
     for p, found in flagged.items():
         extra[p]["injection"] = [str(f) for f in found]
     return PanelRun(panel, run, result, labels, extra, flagged, batch_queue, tiebreak, tiebreak_run)
@@ -179,6 +182,7 @@ def stream_panel(panel: Panel, pairs: Iterable[Pair], queries: Mapping[str, str]
     batch_queue = use_batch_files(judges, batch_read, batch_write)
     blender = panel.blender()
     info = blend_info(panel)
+    scan = InjectionScan(judges)  # the longest text any member is sent, each distinct passage once a run
     flagged: dict[Pair, list] = {}
     tally: BlendTally | None = None
 
@@ -195,7 +199,7 @@ def stream_panel(panel: Panel, pairs: Iterable[Pair], queries: Mapping[str, str]
                 tally = BlendTally.of(result)
             else:
                 tally.add(result)
-        found = flag_pairs(run.pairs, queries, texts)  # reported only: labels stay as judged
+        found = scan.flag_run(run, queries, texts)  # reported only: labels stay as judged
         for p, f in found.items():
             extra[p]["injection"] = [str(x) for x in f]
         flagged.update(found)
