@@ -8,7 +8,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 # demo runs: llama.cpp and the embedded models. No torch (the demo's jury is the two embedded LLMs),
 # transformers/accelerate, Ray, crowd-kit, ir_datasets, PPI, PyTerrier, Jupyter or pytest
 # (tests/test_demo_cold.py checks `make -n demo`).
-EXTRAS := local,models,hf,embed,crowd,irds,ray,estimate,pyterrier,notebook,dev
+EXTRAS := local,models,hf,embed,crowd,irds,ray,estimate,pyterrier,notebook,serve,dev
 DEMO_EXTRAS := models
 # llama.cpp is built for AVX2 (+FMA, F16C), not for the building machine (-march=native): a
 # native build on an AMX machine (Sapphire Rapids) crashed in ggml's AMX matmul, and one build
