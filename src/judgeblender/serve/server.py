@@ -18,6 +18,8 @@ from typing import Any
 
 from ..errors import ArgumentError, InputError, require
 
+BACKLOG = 4096  # connections waiting to be accepted
+
 
 def is_loopback(host: str) -> bool:
     """Whether every address `host` names is a loopback one (127.0.0.0/8, ::1, localhost)."""
@@ -61,7 +63,7 @@ def read_tokens(path: Any) -> list[str]:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready socket on (host, port); port 0 picks a free one."""
+    """A listening socket on (host, port); port 0 picks a free one."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
@@ -73,7 +75,7 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ArgumentError("--port", "a port free to listen on", port, hint=exc.strerror or str(exc)) from None
-    sock.set_inheritable(True)
+    sock.listen(BACKLOG)  # connections made before uvicorn runs wait in the backlog, not refused
     return sock
 
 
@@ -87,7 +89,7 @@ def run(app: Any, sock: socket.socket, on_listening: Callable[[str], None]) -> N
     flight are answered and the app's shutdown has run."""
     uvicorn = require("uvicorn", "serve", "judgeblender serve")
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_keep_alive=30,
-                            backlog=4096)
+                            backlog=BACKLOG)
     server = uvicorn.Server(config)
     on_listening(url_of(sock))
     # uvicorn handles SIGTERM/SIGINT while it runs (a graceful stop), then raises the signal again
