@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
         store_path: Path = typer.Option(Path("judgments.sqlite"), "--store", help="SQLite store of every call: answers already in it are served from it."),
         host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; beyond loopback only with --token-file."),
         port: int = typer.Option(8000, "--port", help="Port to listen on (0: a free one, told on stderr)."),
+        port_file: Optional[Path] = typer.Option(None, "--port-file", help="Write the port listened on to this file once listening (with --port 0: for scripts)."),
         token_file: Optional[Path] = typer.Option(None, "--token-file", help="Bearer tokens the server accepts, one a line (needed to listen beyond loopback)."),
         queries: Optional[Path] = typer.Option(None, "--queries", "-q", help="Queries TSV, so requests may send a qid without its query."),
         corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Passages JSONL (or irds:ID), so requests may send a docid without its passage."),
@@ -79,12 +80,13 @@ def register(app: typer.Typer) -> None:
         else:
             judging = options.spec(model, prompt)
         _serve(judging, store_path, host, port, tokens, queries, corpus, max_body, max_pairs, max_queue, redact,
-               bind, run)
+               port_file, bind, run)
 
 
 def _serve(judging, store_path: Path, host: str, port: int, tokens, queries, corpus, max_body: int, max_pairs: int,
-           max_queue: int, redact: bool, bind, run) -> None:
+           max_queue: int, redact: bool, port_file: Path | None, bind, run) -> None:
     """Bind, build the service (judges, store, texts), and serve until SIGTERM or Ctrl+C."""
+    from ..fileio import atomic_write_text
     from ..pairs import read_queries
     from ..pairs.corpus import close_corpus, open_corpus
     from ..serve.app import build_app
@@ -101,6 +103,8 @@ def _serve(judging, store_path: Path, host: str, port: int, tokens, queries, cor
             what = f"panel {service.panel.name}" if service.panel is not None else f"judge {service.judges[0].id}"
 
             def say(url: str) -> None:
+                if port_file is not None:  # whole or not at all: a script waiting on it never reads half a number
+                    atomic_write_text(port_file, url.rsplit(":", 1)[1] + "\n")
                 err_console.print(f"serving {what} on {url} (POST /v1/judge; GET /v1/panel, /v1/health, /metrics); "
                                   f"store {store_path}; SIGTERM or Ctrl+C stops it", markup=False, soft_wrap=True)
 
