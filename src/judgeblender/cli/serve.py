@@ -19,7 +19,8 @@ from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
 from ..panels.judging import RunOptions, panel_tiebreaker
 from ..panels.panel import get_panel
 from .console import err_console
-from .options import ApiKeyEnv, BaseUrl, Concurrency, MinChoiceMass, Threads, Timeout, backend_options
+from .options import (AllowFallback, ApiKeyEnv, BaseUrl, Concurrency, ContextTokens, InvalidPolicy, MinChoiceMass,
+                      Seed, Threads, Timeout, backend_options)
 
 
 def register(app: typer.Typer) -> None:
@@ -40,16 +41,16 @@ def register(app: typer.Typer) -> None:
         max_body: int = typer.Option(8 * 1024 * 1024, "--max-body", help="Largest request body in bytes (larger: 413)."),
         max_pairs: int = typer.Option(1000, "--max-pairs", help="Most pairs in one request (more: 413)."),
         max_queue: int = typer.Option(256, "--max-queue", help="Requests judged or waiting at once (more: 429 with Retry-After)."),
-        allow_fallback: bool = typer.Option(False, "--allow-fallback", help="Let logprobs mode fall back to generate when a model cannot score (recorded)."),
-        invalid_policy: str = typer.Option("retry-once", "--invalid", help="retry-once (then unjudged) or no-retry."),
-        seed: int = typer.Option(0, "--seed"),
+        allow_fallback: AllowFallback = False,
+        invalid_policy: InvalidPolicy = "retry-once",
+        seed: Seed = 0,
         min_choice_mass: MinChoiceMass = DEFAULT_MIN_CHOICE_MASS,
         threads: Threads = None,
         base_url: BaseUrl = None,
         api_key_env: ApiKeyEnv = None,
         concurrency: Concurrency = None,
         timeout: Timeout = None,
-        context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="Model context size, to truncate long passages."),
+        context_tokens: ContextTokens = None,
         redact: bool = typer.Option(False, "--redact", help="Do not keep prompt texts (passages) in the store."),
     ) -> None:
         """Serve a judge or a panel over HTTP: POST /v1/judge, GET /v1/panel, /v1/health, /metrics (docs/serve.md)."""
