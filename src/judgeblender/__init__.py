@@ -41,6 +41,8 @@ _EXPORTS = {
     "read_queries": "pairs", "read_run": "pairs",
     "get_template": "prompts", "list_templates": "prompts",
     "CallStore": "store",
+    # judgeblender serve from Python (issue 33): the same Judged as `judge`, judged by the service
+    "Client": "serve.client",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from .backends.registry import create_backend, register
     from .judges import Judge, JudgeRun, JudgeSpec, judge_pairs
     from .pairs import Pair, read_corpus, read_pairs, read_qrels, read_queries, read_run
+    from .serve.client import Client
     from .prompts import get_template, list_templates
     from .store import CallStore
 

@@ -119,7 +119,12 @@ def _texts(df, column: str, key: str) -> dict[str, Any]:
     return out
 
 
-def _inputs(pairs: Any, queries: Any, corpus: Any) -> tuple[list[tuple[str, str]], dict[str, str], dict[str, str]]:
+def judge_inputs(pairs: Any, queries: Any, corpus: Any, texts_required: bool = True
+                 ) -> tuple[list[tuple[str, str]], dict[str, str] | None, dict[str, str] | None]:
+    """`judge`'s inputs read as `judge` reads them: the (qid, docid) keys, and the query and
+    passage texts by id (from a DataFrame's columns, mappings or files). `jb.Client.judge` reads
+    its inputs here too, so the two take the same shapes; without `texts_required` (a service
+    started with --queries/--corpus looks the texts up) a text source left out stays None."""
     from .pairs import read_corpus, read_queries
 
     if convert.is_frame(pairs):  # PyTerrier's (qid, docno, query, text) too
@@ -129,14 +134,14 @@ def _inputs(pairs: Any, queries: Any, corpus: Any) -> tuple[list[tuple[str, str]
         if corpus is None and "passage" in pairs.columns:
             corpus = _texts(pairs, "passage", "docid")
     keys = convert.pairs(pairs, argument="pairs")
-    if queries is None or corpus is None:
+    if texts_required and (queries is None or corpus is None):
         raise JudgeblenderError("judge needs the query and passage texts: give a DataFrame with columns qid, "
                                 "docid, query, passage, or queries= and corpus= (mappings or files)")
     if isinstance(queries, (str, Path)):
         queries = read_queries(queries)
     if isinstance(corpus, (str, Path)):
         corpus = read_corpus(corpus, wanted={d for _, d in keys})
-    return keys, dict(queries), dict(corpus)
+    return keys, None if queries is None else dict(queries), None if corpus is None else dict(corpus)
 
 
 def _optional_path(name: str, value: Any) -> Path | None:
@@ -189,7 +194,7 @@ def judge(pairs: Any, judges: Any = ("llamacpp:default",), *, queries: Any = Non
     if details_path is not None and out_path is None:
         raise ArgumentError("details", "None unless out is given (the details file sits beside the qrels)", details)
     the_panel = _panel(judges, prompt, run)
-    keys, query_texts, passages = _inputs(pairs, queries, corpus)
+    keys, query_texts, passages = judge_inputs(pairs, queries, corpus)
     if not keys:  # an empty table would look like a judged run
         raise ArgumentError("pairs", "at least one (qid, docid) pair to judge", pairs)
     # the engine checks again; here it runs before a store file is made or a model loaded

@@ -78,6 +78,8 @@ ROLES: dict[str, dict[str, str | Callable[[dict[str, Any]], str | None]]] = {
     "cascade": {"queries": INPUT, "corpus": INPUT, "pairs": INPUT, "out": OUTPUT, "seed_qrels": INPUT,
                 "models": MODELS, "prompt": PROMPT, "store_path": STORE, "details": OUTPUT},
     "demo": {"store_path": STORE},
+    "serve": {"model": MODEL, "panel": PANEL, "models": MODELS, "prompt": PROMPT, "store_path": STORE,
+              "token_file": INPUT, "queries": INPUT, "corpus": INPUT, "port_file": OUTPUT},
     "estimate": {"llm": INPUT, "human": INPUT, "runs_dir": DIR, "design": INPUT, "calibration_seed": INPUT},
     "experiment": {"runs_dir": DIR, "topics": INPUT, "qrels": INPUT, "llm": INPUT, "judge_models": MODELS,
                    "corpus": INPUT, "prompt": PROMPT, "store_path": STORE, "seed": INPUT, "design": INPUT},

@@ -26,8 +26,8 @@ from ..pairs import read_queries
 from ..pairs.corpus import close_corpus, open_corpus
 from ..pairs.pairs import PairsFile
 from .console import console, err_console
-from .options import (ApiKeyEnv, BaseUrl, Concurrency, MinChoiceMass, Progress, RayAddress, RayWorkers, Threads, Timeout,
-                      backend_options, fail_if_calls_failed)
+from .options import (AllowFallback, ApiKeyEnv, BaseUrl, Concurrency, ContextTokens, InvalidPolicy, MinChoiceMass,
+                      Progress, RayAddress, RayWorkers, Seed, Threads, Timeout, backend_options, fail_if_calls_failed)
 from .progress import RichReporter
 from .ray_run import say_started
 
@@ -123,16 +123,16 @@ def register(app: typer.Typer) -> None:
         depth: Optional[int] = typer.Option(None, "--depth", help="With a run file: judge its top-k per query."),
         limit: Optional[int] = typer.Option(None, "--limit", help="Judge only the first N pairs."),
         skip_missing: bool = typer.Option(False, "--skip-missing", help="Judge the pairs that can be, report the ones whose query or passage is missing."),
-        allow_fallback: bool = typer.Option(False, "--allow-fallback", help="Let logprobs mode fall back to generate when a model cannot score (recorded)."),
-        invalid_policy: str = typer.Option("retry-once", "--invalid", help="retry-once (then unjudged) or no-retry."),
-        seed: int = typer.Option(0, "--seed"),
+        allow_fallback: AllowFallback = False,
+        invalid_policy: InvalidPolicy = "retry-once",
+        seed: Seed = 0,
         min_choice_mass: MinChoiceMass = DEFAULT_MIN_CHOICE_MASS,
         threads: Threads = None,
         base_url: BaseUrl = None,
         api_key_env: ApiKeyEnv = None,
         concurrency: Concurrency = None,
         timeout: Timeout = None,
-        context_tokens: Optional[int] = typer.Option(None, "--context-tokens", help="Model context size, to truncate long passages."),
+        context_tokens: ContextTokens = None,
         panel: Optional[str] = typer.Option(None, "--panel", help="A panel preset (promptblender, llmblender, umbrela) or a panel .toml: several judges, blended."),
         models: Optional[list[str]] = typer.Option(None, "--panel-model", help="Model string(s) for a preset panel (llmblender takes three)."),
         redact: bool = typer.Option(False, "--redact", help="Do not keep prompt texts (passages) in the store."),

@@ -28,6 +28,13 @@ MinChoiceMass = Annotated[float, typer.Option(
     help="logprobs mode: the least share of the next-token probability on the label tokens; below it the "
     "answer is invalid (recorded in the details).")]
 Progress = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")]
+# how each judge of a run behaves (judge, serve): RunOptions' fields, declared once
+AllowFallback = Annotated[bool, typer.Option(
+    "--allow-fallback", help="Let logprobs mode fall back to generate when a model cannot score (recorded).")]
+InvalidPolicy = Annotated[str, typer.Option("--invalid", help="retry-once (then unjudged) or no-retry.")]
+Seed = Annotated[int, typer.Option("--seed")]
+ContextTokens = Annotated[Optional[int], typer.Option(
+    "--context-tokens", help="Model context size, to truncate long passages.")]
 
 
 def backend_options(threads: int | None, base_url: str | None, api_key_env: str | None, concurrency: int | None,

@@ -57,6 +57,20 @@ class Judgment:
         texts = [s.value for s in self.steps if isinstance(s.value, str)]
         return "\n\n".join(texts) if texts else None
 
+    @classmethod
+    def from_record(cls, judge_id: str, qid: str, docid: str, record: dict[str, Any]) -> "Judgment":
+        """The judgment a record (`record()`: a details line's, the service's answer) was made
+        from: `jb.Client` rebuilds a run from the service's answer with it, so its labels, blends
+        and agreement are the in-process run's by construction. raw_output and reasoning are
+        derived from the steps, so they are not read back."""
+        steps = [StepOutcome(**{name: step.get(name) for name in _STEP_FIELDS if name in step})
+                 for step in record.get("steps") or []]
+        return cls(judge_id, qid, docid, label=record.get("label"), probs=record.get("probs"),
+                   expected=record.get("expected"), score=record.get("score"), reason=record.get("reason"),
+                   invalid_reason=record.get("invalid_reason"), steps=steps, truncated=record.get("truncated"),
+                   fallback=record.get("fallback"), stopped_at=record.get("stopped_at"),
+                   min_choice_mass=record.get("min_choice_mass"), workers=list(record.get("workers") or []))
+
     def record(self) -> dict[str, Any]:
         """The JSON-able form written to the details file and the store."""
         return {

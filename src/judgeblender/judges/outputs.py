@@ -44,21 +44,28 @@ def write_qrels_file(path: str | Path, run: JudgeRun, labels: dict[Pair, int | N
     return len(rows)
 
 
+def detail_record(run: JudgeRun, p: Pair, labels: dict[Pair, int | None], blend: dict | None = None,
+                  extra: dict[Pair, dict] | None = None) -> dict:
+    """One judged pair's details: the record the details file holds as a JSON line, and what
+    `judgeblender serve` answers for the pair (one function, so the two never differ)."""
+    judges = {jid: run.judgments[jid][p].record() for jid in run.judgments}
+    rec = {"qid": p.qid, "docid": p.docid, "label": labels.get(p)}
+    if len(judges) == 1:
+        only = next(iter(judges.values()))
+        rec.update(expected=only["expected"], probs=only["probs"], invalid_reason=only["invalid_reason"])
+    if blend:
+        rec["blend"] = blend
+    if extra and p in extra:
+        rec.update(extra[p])
+    rec["judges"] = judges
+    return rec
+
+
 def detail_lines(run: JudgeRun, labels: dict[Pair, int | None], blend: dict | None = None,
                  extra: dict[Pair, dict] | None = None) -> Iterator[str]:
     """One JSON line per judged pair, in the run's order."""
     for p in run.pairs:
-        judges = {jid: run.judgments[jid][p].record() for jid in run.judgments}
-        rec = {"qid": p.qid, "docid": p.docid, "label": labels.get(p)}
-        if len(judges) == 1:
-            only = next(iter(judges.values()))
-            rec.update(expected=only["expected"], probs=only["probs"], invalid_reason=only["invalid_reason"])
-        if blend:
-            rec["blend"] = blend
-        if extra and p in extra:
-            rec.update(extra[p])
-        rec["judges"] = judges
-        yield json.dumps(rec, ensure_ascii=False) + "\n"
+        yield json.dumps(detail_record(run, p, labels, blend, extra), ensure_ascii=False) + "\n"
 
 
 def skipped_lines(skipped: list[tuple[Pair, str]]) -> Iterator[str]:
