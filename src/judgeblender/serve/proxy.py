@@ -340,7 +340,9 @@ def proxy_settings(upstream: str, store: str | os.PathLike[str], *, host: str = 
 @dataclass
 class Outcome:
     """What one request is answered with: the status, the body's bytes, the headers to pass on
-    and how it was answered ("hit", "miss", "pass", "paused", "error")."""
+    and how it was answered: "hit" (from the store), "miss" (asked upstream, stored), "shared" (the
+    outcome of the same request asked at the same time), "pass" (a sample: asked, stored, never
+    looked up), "paused" (the upstream's rate limit) or "error" (refused, or the upstream failed)."""
 
     status: int
     body: bytes
@@ -416,7 +418,8 @@ class Proxy:
         key = cache_key(self.base, body)
         while (waiting := self.in_flight.get(key)) is not None:  # the same request is being asked
             try:
-                return await asyncio.shield(waiting)  # its outcome, shared
+                outcome = await asyncio.shield(waiting)  # its outcome, shared
+                return Outcome(outcome.status, outcome.body, outcome.headers, "shared")
             except asyncio.CancelledError:
                 if not waiting.cancelled():
                     raise  # this request was cancelled, not the one it waited for
@@ -509,8 +512,9 @@ def _answer(data: bytes) -> dict[str, Any] | None:
             "finish_reason": choices[0].get("finish_reason")}
 
 
-def make_app(settings: ProxySettings) -> Any:
-    """The ASGI app (Starlette) serving `settings`: POST /v1/chat/completions, GET /v1/models."""
+def make_app(settings: ProxySettings, ready: Any = None) -> Any:
+    """The ASGI app (Starlette) serving `settings`: POST /v1/chat/completions, GET /v1/models;
+    `ready()` is called once it can answer (its store open, its upstream client made)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -553,6 +557,8 @@ def make_app(settings: ProxySettings) -> Any:
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:
         await proxy.start()
+        if ready is not None:
+            ready()
         try:
             yield
         finally:
@@ -603,11 +609,12 @@ def _stopped_by_signals(server: Any) -> Iterator[None]:
 
 
 def run_proxy(settings: ProxySettings, *, announce: Any = print) -> None:
-    """Serve `settings` until SIGTERM or SIGINT; `announce(url)` is called once it listens."""
+    """Serve `settings` until SIGTERM or SIGINT; `announce(url)` is called once it answers (a
+    client that reads the URL and connects is not kept waiting for the start-up)."""
     import uvicorn
 
     sock = listen(settings.host, settings.port)
-    app = make_app(settings)
+    app = make_app(settings, ready=lambda: announce(url_of(sock)))
 
     class Server(uvicorn.Server):
         def capture_signals(self):  # see _stopped_by_signals
@@ -615,7 +622,6 @@ def run_proxy(settings: ProxySettings, *, announce: Any = print) -> None:
 
     server = Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                    timeout_graceful_shutdown=30))
-    announce(url_of(sock))
     try:
         server.run(sockets=[sock])
     finally:
