@@ -135,6 +135,27 @@ def test_deterministic_requests_are_answered_from_the_store(proxies, tmp_path):
     assert row["extra"]["finish_reason"] == "stop" and row["tokens_out"] == 1
 
 
+def test_a_cached_answer_takes_no_delayed_ack(proxies, tmp_path):
+    """One client, one keep-alive connection, one call at a time: a cached answer is back in a
+    millisecond or two. With Nagle's algorithm on the proxy's sockets (a listening socket made
+    without naming TCP, which asyncio then leaves alone) each took 44 ms, waiting for the
+    client's delayed ACK."""
+    with OpenAITestServer() as up:
+        proxy = proxies(up.base_url, tmp_path / "s.sqlite")
+        assert proxy.chat(ASK)[0] == 200
+        conn = http.client.HTTPConnection(proxy.address, timeout=60)
+        seconds = []
+        for _ in range(21):
+            started = time.perf_counter()
+            conn.request("POST", "/v1/chat/completions", json.dumps(ASK).encode(), {"content-type": "application/json"})
+            response = conn.getresponse()
+            assert response.read() and response.getheader("x-judgeblender-cache") == "hit"
+            seconds.append(time.perf_counter() - started)
+        conn.close()
+        assert sorted(seconds)[10] < 0.02, seconds  # the median, with room for a loaded machine
+        assert up.request_count == 1
+
+
 def test_samples_pass_through_every_time_and_are_all_stored(proxies, tmp_path):
     with OpenAITestServer(answers="1") as up:
         proxy = proxies(up.base_url, tmp_path / "s.sqlite")
@@ -279,13 +300,15 @@ def token_file(tmp_path: Path, *tokens: str) -> Path:
 
 
 def test_without_tokens_the_clients_key_is_forwarded(proxies, tmp_path):
-    with OpenAITestServer() as up:
+    with OpenAITestServer(answers="unused") as up:
         proxy = proxies(up.base_url, tmp_path / "s.sqlite")
+        # a short key is a placeholder (the SDK's "unused"), not a secret: the answer keeps the word
+        assert content(proxy.chat({**ASK, "seed": 0}, authorization="Bearer unused")[2]) == "unused"
         assert proxy.chat(ASK, authorization="Bearer sk-client-one-0123456789")[0] == 200
         assert proxy.chat({**ASK, "seed": 1}, authorization="Bearer sk-client-two-0123456789")[0] == 200
         assert proxy.chat({**ASK, "seed": 2})[0] == 200
         seen = [r.headers.get("authorization") for r in up.requests]
-        assert seen == ["Bearer sk-client-one-0123456789", "Bearer sk-client-two-0123456789", None]
+        assert seen == ["Bearer unused", "Bearer sk-client-one-0123456789", "Bearer sk-client-two-0123456789", None]
 
 
 def test_with_tokens_clients_present_one_and_the_upstream_gets_the_proxys_key(proxies, tmp_path):

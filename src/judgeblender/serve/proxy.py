@@ -69,6 +69,9 @@ MAX_DEPTH = 64
 # Body fields that cannot change the answer, left out of the cache key (model is in the identity).
 NOT_IN_KEY = frozenset({"model", "stream", "user"})
 BACKEND = "proxy"
+# A forwarded key shorter than this is a placeholder for a server that needs none (the SDK's
+# `unused`, vLLM's `EMPTY`), not a secret: masking it would cut that word out of every answer.
+MIN_KEY_CHARS = 16
 
 
 @dataclass(frozen=True)
@@ -401,7 +404,9 @@ class Proxy:
         if self.settings.tokens is None:
             if not authorization:
                 return {}
-            masking.register(authorization.split(None, 1)[-1])  # the client's key: masked wherever it is echoed
+            key = authorization.split(None, 1)[-1]
+            if len(key) >= MIN_KEY_CHARS:  # the client's key: masked wherever the upstream echoes it
+                masking.register(key)
             return {"authorization": authorization}
         key = self.settings.upstream_key
         return {"authorization": f"Bearer {key}"} if key else {}
@@ -473,7 +478,7 @@ class Proxy:
         answer = _answer(data) if response.status_code == 200 else None
         if answer is None:  # an error, or not a completion: passed back, never stored
             return Outcome(response.status_code, data, passed, "error")
-        result = CallResult(text=data.decode("utf-8", "surrogateescape"), tokens_in=answer["tokens_in"],
+        result = CallResult(text=data.decode("utf-8"), tokens_in=answer["tokens_in"],
                             tokens_out=answer["tokens_out"], latency_s=latency,
                             extra={"finish_reason": answer["finish_reason"], "status": 200})
         row = CallRow(key or sha256_text(f"sample:{uuid.uuid4().hex}"), BACKEND, identity_of(self.base, body["model"]),
@@ -496,10 +501,10 @@ class Proxy:
 
 def _answer(data: bytes) -> dict[str, Any] | None:
     """What is stored of a good completion (tokens and finish reason), or None where the body is
-    not one: not JSON, no choices, or a choice that ended in failure (calls.FAILED_CALL)."""
+    not one: not JSON in UTF-8, no choices, or a choice that ended in failure (calls.FAILED_CALL)."""
     try:
-        parsed = json.loads(data)
-    except (ValueError, RecursionError):
+        parsed = json.loads(data.decode("utf-8"))  # only UTF-8 is stored: the store keeps text
+    except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
         return None
     choices = parsed.get("choices") if isinstance(parsed, dict) else None
     if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
@@ -571,9 +576,11 @@ def make_app(settings: ProxySettings, ready: Any = None) -> Any:
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port (port 0: a free one), so the URL is known before serving."""
+    """A listening socket on host:port (port 0: a free one), so the URL is known before serving.
+    Its protocol is named (IPPROTO_TCP, not 0): asyncio turns Nagle's algorithm off only on
+    sockets that say they are TCP, and with it on, each answer waited 40 ms for a delayed ACK."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
