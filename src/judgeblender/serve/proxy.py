@@ -69,7 +69,7 @@ MAX_DEPTH = 64
 # Body fields that cannot change the answer, left out of the cache key (model is in the identity).
 NOT_IN_KEY = frozenset({"model", "stream", "user"})
 BACKEND = "proxy"
-# A forwarded key shorter than this is a placeholder for a server that needs none (the SDK's
+# A forwarded key shorter than this is a placeholder for a server that needs none (judgeblender's
 # `unused`, vLLM's `EMPTY`), not a secret: masking it would cut that word out of every answer.
 MIN_KEY_CHARS = 16
 
