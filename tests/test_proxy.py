@@ -10,10 +10,12 @@ reached it; the store is read back with `judgeblender store export`.
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
 import secrets
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -38,11 +40,11 @@ class Proxy:
     """`judgeblender proxy` as a subprocess; `stop()` sends SIGTERM and returns its exit status."""
 
     def __init__(self, upstream: str, store: Path, *args: str, env: dict[str, str] | None = None,
-                 logs: Path | None = None):
+                 logs: Path | None = None, prefix: tuple[str, ...] = ()):
         self.logs = logs or store.with_suffix(".log")
         self.err = open(self.logs, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "judgeblender", "proxy", "--upstream", upstream, "--store", str(store), "--port", "0",
+            [*prefix, sys.executable, "-m", "judgeblender", "proxy", "--upstream", upstream, "--store", str(store), "--port", "0",
              *args], stdout=subprocess.PIPE, stderr=self.err, env={**os.environ, **(env or {})})
         line = self.proc.stdout.readline().decode()
         if " at http://" not in line:
@@ -357,6 +359,30 @@ def test_bad_arguments_are_one_line_naming_the_option(tmp_path):
     assert not (tmp_path / "s.sqlite").exists()  # refused before the store was made
 
 
+def test_the_python_api_names_its_arguments(tmp_path, monkeypatch):
+    """The checks the command runs are the library's (`proxy_settings`), told of Python's names."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    from judgeblender.errors import ArgumentError, InputError
+    from judgeblender.serve.proxy import proxy_settings
+
+    store = tmp_path / "s.sqlite"
+    for kwargs, named in (({"upstream": "ftp://x"}, "upstream"), ({"host": "10.1.2.3"}, "host"),
+                          ({"api_key_env": "K"}, "api_key_env"), ({"port": -1}, "port"),
+                          ({"timeout_s": float("nan")}, "timeout_s")):
+        with pytest.raises(ArgumentError) as caught:
+            proxy_settings(**{"upstream": "http://127.0.0.1:1/v1", "store": store, **kwargs})
+        assert caught.value.argument == named and str(caught.value).startswith(named + ":")
+    with pytest.raises(InputError, match="chmod 600"):
+        loose = tmp_path / "t.txt"
+        loose.write_text(secrets.token_urlsafe(24))
+        loose.chmod(0o640)
+        proxy_settings("http://127.0.0.1:1/v1", store, token_file=loose)
+    settings = proxy_settings("http://127.0.0.1:1/v1", store, host="0.0.0.0",
+                              token_file=token_file(tmp_path, "a" * 20, "b" * 20))
+    assert settings.tokens == ("a" * 20, "b" * 20) and settings.upstream_key is None
+    assert not store.exists()
+
+
 def test_no_key_reaches_the_store_or_the_logs_in_any_form(proxies, tmp_path):
     """The upstream echoes the key it is sent in its answers (raw, JSON-escaped, base64 and the
     other forms test_seams_secrets plants): the store file, its write-ahead log, its export and
@@ -525,6 +551,36 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(proxies, tmp_path):
         assert "Traceback" not in proxy.logs.read_text()
     with sqlite3.connect(store) as db:  # committed before it was returned
         assert db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] == 1
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs `unshare` (util-linux) for a private mount")
+def test_a_full_disk_returns_no_answer_it_could_not_keep(proxies, tmp_path):
+    """The store on a tmpfs of 600 KB, in a mount namespace of the proxy's own: answers of 30 KB
+    fill it. The call that cannot be committed is a 507, not an answer; every answer returned
+    before it is served from the store afterwards, and the one refused is asked again."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+             'mount -t tmpfs -o size=600k tmpfs "$0" && exec "$@"', str(disk))
+    with OpenAITestServer(answers=lambda body: hashlib.sha256(str(body["seed"]).encode()).hexdigest() * 470) as up:
+        proxy = proxies(up.base_url, disk / "s.sqlite", prefix=mount)
+        returned = {}
+        for seed in range(200):
+            status, headers, body = proxy.chat({**ASK, "seed": seed})
+            if status != 200:
+                break
+            returned[seed] = body
+        assert status == 507, (status, body[:300])
+        error = json.loads(body)["error"]["message"]
+        assert "could not store the answer" in error and "s.sqlite" in error
+        assert len(returned) >= 3
+        asked = up.request_count
+        for seed, body in returned.items():
+            again = proxy.chat({**ASK, "seed": seed})
+            assert again[2] == body and again[1]["x-judgeblender-cache"] == "hit", seed
+        assert up.request_count == asked
+        assert proxy.chat({**ASK, "seed": len(returned)})[0] == 507  # not stored: asked again, still no room
+        assert up.request_count == asked + 1
 
 
 # -- the extra -------------------------------------------------------------------------------------
