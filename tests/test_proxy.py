@@ -464,6 +464,21 @@ def test_remaining_requests_zero_pauses_until_the_reset(proxies, tmp_path):
         assert proxy.chat({**ASK, "seed": 3})[0] == 200 and up.request_count == 2
 
 
+def test_rate_limit_headers_are_read_as_openai_writes_them():
+    from judgeblender.serve.proxy import MAX_PAUSE_S, RateGate, parse_reset
+
+    assert [parse_reset(t) for t in ("1s", "6m0s", "20ms", "1h2m3.5s", "2.5", " 7s ")] == [1, 360, 0.02, 3723.5, 2.5, 7]
+    assert [parse_reset(t) for t in ("soon", "1x", "-3", "nan", "", "1s junk", None)] == [None] * 7
+    gate = RateGate()
+    gate.learn(200, {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "9s"})
+    assert gate.wait_s() == 0
+    gate.learn(429, {"retry-after": "100000000"})  # a pause of years is cut to MAX_PAUSE_S
+    assert MAX_PAUSE_S - 1 < gate.wait_s() <= MAX_PAUSE_S
+    gate = RateGate()
+    gate.learn(200, {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "6m0s"})
+    assert 359 < gate.wait_s() <= 360
+
+
 # -- single flight ---------------------------------------------------------------------------------
 def test_concurrent_identical_requests_make_one_upstream_call(proxies, tmp_path):
     with OpenAITestServer(delay_s=0.5) as up:

@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
         timeout_s: float = typer.Option(600.0, "--timeout", help="Seconds an upstream call may take."),
     ) -> None:
         """Serve an OpenAI-compatible proxy (POST /v1/chat/completions, GET /v1/models) that answers repeated
-        deterministic requests (temperature 0, or a seed) from the store and stores every other answer."""
+        deterministic requests (temperature 0, or a seed) from the store, keeping every answer it gets there."""
         for module in ("starlette", "uvicorn"):
             require(module, "serve", "judgeblender proxy")
         from ..serve.proxy import proxy_settings, run_proxy

@@ -54,7 +54,7 @@ from .. import masking
 from ..backends.openai_compat import parse_retry_after
 from ..backends.openai_keys import public_base_url, resolve_api_key
 from ..calls import FAILED_CALL, CallRequest, CallResult, Message, canonical_json
-from ..errors import ArgumentError, BackendError, InputError, JudgeblenderError
+from ..errors import ArgumentError, BackendError, InputError, JudgeblenderError, shown
 from ..hashing import sha256_text
 from ..store import CallStore
 from ..store.rows import CallRow
@@ -160,6 +160,11 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def _got(value: Any) -> str:
+    """A value a client sent, as an error shows it: cut visibly, and masked."""
+    return masking.text(shown(value, 80))
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -170,7 +175,7 @@ def _number(body: dict[str, Any], name: str, *, integer: bool = False) -> None:
         return
     ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
     if not ok or isinstance(value, bool):
-        raise BadRequest(400, f"{name}: expected {'an integer' if integer else 'a number'}, got {masking.text(repr(value))[:80]}", name)
+        raise BadRequest(400, f"{name}: expected {'an integer' if integer else 'a number'}, got {_got(value)}", name)
 
 
 def check_body(raw: bytes) -> dict[str, Any]:
@@ -188,7 +193,7 @@ def check_body(raw: bytes) -> dict[str, Any]:
         raise BadRequest(400, f"the body nests deeper than {MAX_DEPTH} levels")
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
-        raise BadRequest(400, f"model: expected the model's name (a non-empty string), got {masking.text(repr(model))[:80]}", "model")
+        raise BadRequest(400, f"model: expected the model's name (a non-empty string), got {_got(model)}", "model")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest(400, "messages: expected a non-empty list of messages", "messages")
@@ -231,6 +236,9 @@ def parse_reset(text: str | None) -> float | None:
 
 # A 429 without a Retry-After, or a "remaining: 0" without a reset time: how long to pause.
 DEFAULT_PAUSE_S = 1.0
+# The longest pause learned from one answer: an upstream asking for hours (a misread date, a bug)
+# would otherwise refuse every client for as long; after it, the next call asks again.
+MAX_PAUSE_S = 600.0
 
 
 class RateGate:
@@ -253,7 +261,7 @@ class RateGate:
             reset = parse_reset(headers.get("x-ratelimit-reset-requests"))
             pause = max(pause or 0.0, DEFAULT_PAUSE_S if reset is None else reset)
         if pause:
-            self.until = max(self.until, time.monotonic() + pause)
+            self.until = max(self.until, time.monotonic() + min(pause, MAX_PAUSE_S))
 
 
 # -- configuration ---------------------------------------------------------------------------------
@@ -358,8 +366,8 @@ def _error_body(message: str, kind: str, field_name: str | None = None) -> bytes
 
 
 # Upstream answer headers passed back to the client
-PASSED_HEADERS = ("retry-after", "retry-after-ms", "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests",
-                  "x-ratelimit-reset-requests", "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens",
+PASSED_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-ratelimit-limit-requests",
+                  "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests", "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens",
                   "x-ratelimit-reset-tokens", "x-request-id")
 
 
