@@ -88,6 +88,7 @@ ROLES: dict[str, dict[str, str | Callable[[dict[str, Any]], str | None]]] = {
     "store export": {"store": STORE_READ, "out": OUTPUT},
     "store judgments": {"store": STORE_READ, "out": OUTPUT},
     "store merge": {"inputs": STORE_READ, "out": OUTPUT},
+    "proxy": {"store": STORE, "token_file": INPUT},
 }
 
 

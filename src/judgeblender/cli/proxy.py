@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
                                                   "client's own key is forwarded (loopback only)."),
         api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="With --token-file: the environment "
                                                   "variable holding the upstream's API key [OPENAI_API_KEY]."),
-        timeout_s: float = typer.Option(600.0, "--timeout", help="Seconds an upstream call may take."),
+        timeout: float = typer.Option(600.0, "--timeout", help="Seconds an upstream call may take."),
     ) -> None:
         """Serve an OpenAI-compatible proxy (POST /v1/chat/completions, GET /v1/models) that answers repeated
         deterministic requests (temperature 0, or a seed) from the store, keeping every answer it gets there."""
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         from ..serve.proxy import proxy_settings, run_proxy
 
         settings = proxy_settings(upstream, store, host=host, port=port, token_file=token_file,
-                                  api_key_env=api_key_env, timeout_s=timeout_s)
+                                  api_key_env=api_key_env, timeout_s=timeout)
 
         def announce(url: str) -> None:
             # the URL goes to stdout, flushed: scripts and tests read the port from it
