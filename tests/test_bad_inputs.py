@@ -297,6 +297,7 @@ FILL = ["fill", "--gold", "{gold.qrels}", "--llm", "{pred.qrels}"]
 REPORT = ["report", "--gold", "{gold.qrels}", "--pred", "{pred.qrels}", "--runs", "{tmp}/runs"]
 COMPARE = ["compare", "--qrels", "{gold.qrels}", "--runs", "{tmp}/runs"]
 DEMO = ["demo", "--no-progress"]
+PROXY = ["proxy", "--upstream", "{url}"]
 EST = ["estimate", "--llm", "{pred.qrels}", "--human", "{gold.qrels}", "--runs", "{tmp}/runs"]
 
 OPTION_CASES: list[tuple[str, list[str], str]] = [
@@ -357,6 +358,16 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     # demo
     ("demo-store-foreign-sqlite", [*DEMO, "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database"),
     ("demo-threads-zero", [*DEMO, "--threads", "0"], "--threads: expected a number >= 1, got '0'"),
+    ("proxy-store-foreign-sqlite", [*PROXY, "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database"),
+    ("proxy-token-file-missing", [*PROXY, "--store", "{tmp}/s.sqlite", "--token-file", "{tmp}/none.txt"], "none.txt: expected an existing file, got 'no such file'"),
+    ("proxy-port-out-of-range", [*PROXY, "--store", "{tmp}/s.sqlite", "--port", "70000"], "--port: expected a number in [0, 65535], got '70000'"),
+    ("proxy-timeout-zero", [*PROXY, "--store", "{tmp}/s.sqlite", "--timeout", "0"], "--timeout: expected a number > 0, got '0'"),
+    ("proxy-upstream-not-a-url", [*PROXY[:1], "--upstream", "127.0.0.1:8000", "--store", "{tmp}/s.sqlite"], "--upstream: expected the upstream's base URL"),
+    ("serve-max-pairs-zero", ["serve", "-j", "openai:m", "--store", "{tmp}/s.sqlite", "--max-pairs", "0"], "--max-pairs: expected a number >= 1, got '0'"),
+    ("serve-max-queue-negative", ["serve", "-j", "openai:m", "--store", "{tmp}/s.sqlite", "--max-queue", "-1"], "--max-queue: expected a number >= 1, got '-1'"),
+    ("serve-max-body-zero", ["serve", "-j", "openai:m", "--store", "{tmp}/s.sqlite", "--max-body", "0"], "--max-body: expected a number >= 1, got '0'"),
+    ("serve-store-foreign-sqlite", ["serve", "-j", "openai:m", "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database"),
+    ("serve-token-file-missing", ["serve", "-j", "openai:m", "--store", "{tmp}/s.sqlite", "--token-file", "{tmp}/none.txt"], "none.txt: expected an existing file, got 'no such file'"),
     # blend
     ("blend-judge-file-is-a-directory", ["blend", "a={tmp}/adir", "b={pred.qrels}", "-o", "{tmp}/b.qrels"], "adir: expected an existing file, got 'a directory'"),
     ("blend-out-is-an-input", ["blend", "{pred.qrels}", "{gold.qrels}", "-o", "{pred.qrels}"], "pred.qrels: expected an output file that is not also an input"),

@@ -35,6 +35,7 @@ NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "min_votes": (1, None, False, False), "budget": (0, None, False, False), "sample": (1, None, False, False),
     "spread": (0, 4, False, False), "margin": (0, 1, False, False), "min_choice_mass": (0, 1, False, False), "sample_queries": (1, None, False, False),
     "sample_pairs": (0, None, True, False), "target_width": (0, None, True, False), "window": (1, None, False, False),
+    "max_body": (1, None, False, False), "max_pairs": (1, None, False, False), "max_queue": (1, None, False, False),
     # score thresholds and bands: scales differ by scorer (cosine, 0-3, probabilities), so only finite
     "threshold": (None, None, False, False), "band": (None, None, False, False),
 }
@@ -90,6 +91,7 @@ ROLES: dict[str, dict[str, str | Callable[[dict[str, Any]], str | None]]] = {
     "store export": {"store": STORE_READ, "out": OUTPUT},
     "store judgments": {"store": STORE_READ, "out": OUTPUT},
     "store merge": {"inputs": STORE_READ, "out": OUTPUT},
+    "proxy": {"store": STORE, "token_file": INPUT},
 }
 
 
