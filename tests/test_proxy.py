@@ -612,3 +612,53 @@ def test_the_serve_extra_is_loaded_only_by_the_command_and_its_absence_is_one_er
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), os.environ.get("PYTHONPATH", "")])})
     assert done.returncode == 2 and "judgeblender[serve]" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_bounded_load_of_2000_requests_at_concurrency_64_against_a_50_ms_upstream(proxies, tmp_path):
+    """Issue 33, part 4: 2,000 distinct deterministic requests from 64 clients at once, each on its
+    own keep-alive connection, through the proxy to an upstream that answers after 50 ms: every one
+    answered with its own answer and passed through once; then the same 2,000 again, every one from
+    the store, with no upstream call."""
+    n, clients = 2000, 64
+    bodies = [{**ASK, "messages": [{"role": "user", "content": f"question {i}"}]} for i in range(n)]
+
+    def answer(body):  # each request's own answer, so a mix-up between requests shows
+        return "answer to " + body["messages"][-1]["content"]
+
+    with OpenAITestServer(answer, delay_s=0.05, max_requests=10**6) as up:
+        proxy = proxies(up.base_url, tmp_path / "s.sqlite")
+
+        def run_share(share: list[dict]) -> list[tuple[int, str, str]]:
+            conn = http.client.HTTPConnection(proxy.address, timeout=120)
+            out = []
+            try:
+                for body in share:
+                    conn.request("POST", "/v1/chat/completions", json.dumps(body).encode(),
+                                 {"content-type": "application/json"})
+                    response = conn.getresponse()
+                    data = json.loads(response.read())
+                    out.append((response.status, response.getheader("x-judgeblender-cache"),
+                                data["choices"][0]["message"]["content"] if response.status == 200 else data))
+            finally:
+                conn.close()
+            return out
+
+        def everyone() -> list[tuple[int, str, str]]:
+            shares = [bodies[i::clients] for i in range(clients)]
+            with ThreadPoolExecutor(clients) as pool:
+                results = list(pool.map(run_share, shares))
+            # back in the bodies' order
+            ordered: list = [None] * n
+            for i, share in enumerate(results):
+                for j, result in enumerate(share):
+                    ordered[i + j * clients] = result
+            return ordered
+
+        first = everyone()
+        assert [r[0] for r in first] == [200] * n
+        assert [r[2] for r in first] == [answer(b) for b in bodies]
+        assert {r[1] for r in first} <= {"miss", "shared"} and up.request_count == n
+        again = everyone()
+        assert [r[0] for r in again] == [200] * n and {r[1] for r in again} == {"hit"}
+        assert [r[2] for r in again] == [answer(b) for b in bodies]
+        assert up.request_count == n  # nothing asked upstream the second time

@@ -10,7 +10,7 @@ runs verbatim in a real subprocess except for these substitutions, and only thes
 - `judgeblender label ...` runs as written plus `--port 0 --no-open`, and a headless Chromium
   (the driver of tests/test_label_browser.py) presses each pair's DL19 label on the page;
 - `--ray auto` becomes `--ray local`;
-- MODEL and URL become the model and address of a local OpenAI-compatible test server
+- MODEL and URL (after `--base-url` or `--upstream`) become the model and address of a local OpenAI-compatible test server
   (tests/openai_server.py) that answers every prompt with the pair's DL19 label (Yes/No for a
   yes/no step).
 """
@@ -57,7 +57,7 @@ def substitute(line: str, model: str, url: str) -> str:
     """The only changes a README line gets (see the module docstring)."""
     line = line.replace("--ray auto", "--ray local")
     line = re.sub(r"\bopenai:MODEL\b", f"openai:{model}", line)
-    return re.sub(r"(--base-url )URL\b", rf"\g<1>{url}", line)
+    return re.sub(r"(--base-url |--upstream )URL\b", rf"\g<1>{url}", line)
 
 
 def make_inputs(d: Path) -> None:
@@ -143,6 +143,8 @@ def test_the_workflow_lines_parse_into_commands():
     assert any(" label " in line for line in lines) and any("--ray auto" in line for line in lines)
     assert any("calibrate" in line and "--labels" in line for line in lines)
     assert any(line.startswith("judgeblender blend") and "--pairs" in line for line in lines)
+    assert any(line.startswith("judgeblender serve") for line in lines)
+    assert any(line.startswith("judgeblender proxy") for line in lines)
 
 
 def test_every_line_of_the_readme_workflow_runs_on_a_dl19_slice(tmp_path):
@@ -174,3 +176,9 @@ def test_every_line_of_the_readme_workflow_runs_on_a_dl19_slice(tmp_path):
                 labeler.close()
     assert len(read_qrels(tmp_path / "human.qrels")) >= 4 and (tmp_path / "report.html").exists()
     assert json.loads((tmp_path / "est.design.json").read_text())
+    # the service lines: judge through the proxy wrote its labels, and the proxy's store kept the calls
+    assert read_qrels(tmp_path / "via-proxy.qrels")
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM calls").fetchone()[0] > 0

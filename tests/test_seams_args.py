@@ -207,6 +207,9 @@ CASES = [
     ("get_template", lambda _: jb.get_template(""), "name_or_path"),
     ("Jury", lambda _: jb.Jury([]), "judges"),
     ("Jury", lambda c: jb.Jury([jb.JudgeSpec(c.scripted, prompt="factual-accuracy")], min_votes=0), "min_votes"),
+    ("Client", lambda _: jb.Client(5), "url"),
+    ("Client", lambda _: jb.Client("ftp://127.0.0.1:8000"), "url"),
+    ("Client", lambda _: jb.Client("http://127.0.0.1:8000", token=5), "token"),
 ]
 # methods of the objects the API hands back
 METHOD_CASES = [
@@ -385,6 +388,6 @@ def test_signatures_of_the_covered_functions_are_real():
                  "read_pairs": jb.read_pairs, "read_qrels": jb.read_qrels, "judge_pairs": jb.judge_pairs,
                  "create_backend": jb.create_backend, "register": jb.register, "get_template": jb.get_template,
                  "Jury": jb.Jury, "pool": jb.pool, "find_holes": jb.find_holes, "sample_seed": jb.sample_seed,
-                 "fill": jb.fill, "estimate": jb.estimate, "write_report": jb.write_report}
+                 "fill": jb.fill, "estimate": jb.estimate, "write_report": jb.write_report, "Client": jb.Client}
     for name, _, argument in CASES:
         assert argument in inspect.signature(functions[name]).parameters, (name, argument)
