@@ -449,3 +449,14 @@ def test_the_mapping_reads_click_types_too():
             toy.main(argv, prog_name="toy", standalone_mode=False)
         error = usage.as_error(raised.value)
         assert error is not None and error.exit_code == 2 and str(error).startswith(expected), (argv, str(error))
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:1/v1\nhttp://127.0.0.1:2/v1", "http://127.0.0.1:1/v1 ", "http://127.0.0.1:1/v\t1"])
+def test_a_base_url_with_a_space_or_control_character_is_one_error_before_any_call(url):
+    # a shell substitution that matched twice gives a URL with a newline: it reached the HTTP
+    # client and ended `judge` with httpx2's traceback at the first call
+    from judgeblender.backends.openai_compat import OpenAICompatBackend
+    from judgeblender.errors import BackendError
+
+    with pytest.raises(BackendError, match="space or a control character"):
+        OpenAICompatBackend("m", base_url=url, api_key="sk-test-not-used")

@@ -328,8 +328,13 @@ class OpenAICompatBackend(Backend):
                 f"openai: max_tokens_param must be 'max_tokens' or 'max_completion_tokens', got {max_tokens_param!r}"
             )
         parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise BackendError(f"openai: base URL {public_base_url(base_url)!r} should look like http(s)://HOST[:PORT]/v1")
+        # a space or control character (a newline from a shell substitution that matched twice)
+        # would reach the HTTP client and end the run with its traceback at the first call
+        spaced = any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or spaced:
+            why = " (it holds a space or a control character such as a newline)" if spaced else ""
+            raise BackendError(f"openai: base URL {public_base_url(base_url)!r} should look like http(s)://HOST[:PORT]/v1"
+                               + why)
         self.model = model
         # The URL as given may carry credentials (user:password@, ?key=...): kept out of sight.
         self._base_url = Secret(base_url)
