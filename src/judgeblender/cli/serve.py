@@ -109,7 +109,7 @@ def _serve(judging, store_path: Path, host: str, port: int, tokens, queries, cor
                 err_console.print(f"serving {what} on {url} (POST /v1/judge; GET /v1/panel, /v1/health, /metrics); "
                                   f"store {store_path}; SIGTERM or Ctrl+C stops it", markup=False, soft_wrap=True)
 
-            run(build_app(service, tokens), sock, say)
+            run(build_app(service, tokens), sock, "judgeblender serve", say)
         err_console.print("stopped: every answer given is in the store", markup=False)
     finally:
         if passages is not None:

@@ -13,7 +13,6 @@ command load no web framework.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import time
@@ -30,6 +29,7 @@ from starlette.routing import Route
 
 from ..errors import ArgumentError, JudgeblenderError
 from .openapi import document
+from .server import bearer_allowed
 from .service import Service, TooLarge
 
 log = logging.getLogger("judgeblender.serve")
@@ -80,17 +80,7 @@ class Tokens:
         self.tokens = [t.encode() for t in tokens] if tokens else None
 
     def allows(self, request: Request) -> bool:
-        if self.tokens is None:
-            return True
-        given = request.headers.get("authorization", "")
-        scheme, _, token = given.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            return False
-        presented = token.strip().encode()
-        ok = False
-        for known in self.tokens:  # every token compared, in constant time each: no early exit
-            ok |= hmac.compare_digest(presented, known)
-        return ok
+        return bearer_allowed(request.headers.get("authorization"), self.tokens)
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:

@@ -35,20 +35,16 @@ Why it is built as it is:
 from __future__ import annotations
 
 import asyncio
-import hmac
-import ipaddress
 import json
 import math
 import os
 import re
-import socket
-import stat
 import time
 import uuid
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .. import masking
 from ..backends.openai_compat import parse_retry_after
@@ -58,6 +54,7 @@ from ..errors import ArgumentError, BackendError, InputError, JudgeblenderError,
 from ..hashing import sha256_text
 from ..store import CallStore
 from ..store.rows import CallRow
+from .server import bearer_allowed, bind, is_loopback, read_tokens, run, url_of
 
 # The largest request body read (a long prompt with tools fits many times over); larger: 413.
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -265,47 +262,6 @@ class RateGate:
 
 
 # -- configuration ---------------------------------------------------------------------------------
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def read_tokens(path: str | os.PathLike[str]) -> tuple[str, ...]:
-    """The bearer tokens in a token file: one a line, blank lines and `#` comments skipped. Like
-    an API key file, it must be a regular file only its owner can read."""
-    p = Path(path)
-    try:
-        st = p.stat()
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(p, None, "a regular file of bearer tokens, one a line", "not a regular file")
-        if os.name == "posix" and st.st_mode & 0o077:
-            raise InputError(p, None, "a file only its owner can read (chmod 600)",
-                             f"permissions {stat.S_IMODE(st.st_mode):04o}")
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError(p, None, "a file of bearer tokens, one a line", "no such file") from None
-    except UnicodeDecodeError:
-        raise InputError(p, None, "UTF-8 text", "bytes that are not UTF-8") from None
-    except OSError as exc:
-        raise InputError(p, None, "a readable file of bearer tokens", exc.strerror or type(exc).__name__) from None
-    tokens = []
-    for number, line in enumerate(lines, 1):
-        token = line.strip()
-        if not token or token.startswith("#"):
-            continue
-        if any(ch.isspace() for ch in token) or len(token) < 16:
-            raise InputError(p, number, "one token of 16 or more characters without spaces", "a shorter token"
-                             if len(token) < 16 else "a line with spaces")
-        tokens.append(token)
-    if not tokens:
-        raise InputError(p, None, "at least one bearer token", "no token")
-    return tuple(tokens)
-
-
 @dataclass
 class ProxySettings:
     """What a proxy serves: checked by `proxy_settings`, the one place the CLI and Python both go."""
@@ -338,7 +294,8 @@ def proxy_settings(upstream: str, store: str | os.PathLike[str], *, host: str = 
             raise ArgumentError("api_key_env", "nothing without token_file (each client's own key is forwarded "
                                 "upstream)", api_key_env, hint="pass token_file to send the proxy's own key upstream")
         return ProxySettings(upstream, Path(store), host, port, None, None, float(timeout_s))
-    tokens = read_tokens(token_file)
+    # like an API key file: only its owner may read it, and no token is short enough to guess
+    tokens = tuple(read_tokens(token_file, owner_only=True, min_length=16))
     try:
         key = resolve_api_key(api_key_env or "OPENAI_API_KEY", None, upstream)
     except BackendError as exc:
@@ -378,6 +335,7 @@ class Proxy:
     def __init__(self, settings: ProxySettings):
         self.settings = settings
         self.base = settings.upstream.rstrip("/")
+        self._tokens = [t.encode() for t in settings.tokens] if settings.tokens is not None else None
         for token in settings.tokens or ():
             masking.register(token)
         masking.register(settings.upstream_key)
@@ -400,13 +358,7 @@ class Proxy:
     def authorized(self, header: str | None) -> bool:
         """Whether a request may use the proxy: any client on loopback without tokens; else one
         presenting a token, each compared in constant time (all of them, whichever matches)."""
-        if self.settings.tokens is None:
-            return True
-        presented = (header or "")[7:].strip() if (header or "")[:7].lower() == "bearer " else ""
-        matched = False
-        for token in self.settings.tokens:
-            matched |= hmac.compare_digest(presented.encode(), token.encode())
-        return matched and bool(presented)
+        return bearer_allowed(header, self._tokens)
 
     def upstream_headers(self, authorization: str | None) -> dict[str, str]:
         if self.settings.tokens is None:
@@ -583,63 +535,9 @@ def make_app(settings: ProxySettings, ready: Any = None) -> Any:
     return app
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port (port 0: a free one), so the URL is known before serving.
-    Its protocol is named (IPPROTO_TCP, not 0): asyncio turns Nagle's algorithm off only on
-    sockets that say they are TCP, and with it on, each answer waited 40 ms for a delayed ACK."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        raise ArgumentError("port", f"a port free on {host}", port, hint=f"cannot listen: {exc.strerror}") from None
-    return sock
-
-
-def url_of(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
-
-
-@contextmanager
-def _stopped_by_signals(server: Any) -> Iterator[None]:
-    """uvicorn's signal handling (SIGTERM and SIGINT stop it gracefully: in-flight requests
-    finish, the store is closed) without its last step, which raises the signal again once the
-    server has stopped: a service stopped by SIGTERM has done what it was asked, and exits 0."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def run_proxy(settings: ProxySettings, *, announce: Any = print) -> None:
     """Serve `settings` until SIGTERM or SIGINT; `announce(url)` is called once it answers (a
     client that reads the URL and connects is not kept waiting for the start-up)."""
-    import uvicorn
-
-    sock = listen(settings.host, settings.port)
-    app = make_app(settings, ready=lambda: announce(url_of(sock)))
-
-    class Server(uvicorn.Server):
-        def capture_signals(self):  # see _stopped_by_signals
-            return _stopped_by_signals(self)
-
-    server = Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                                   timeout_graceful_shutdown=30))
-    try:
-        server.run(sockets=[sock])
-    finally:
-        sock.close()
-    if not server.started:
-        raise JudgeblenderError(f"the proxy did not start (store {settings.store}): see the lines above")
+    sock = bind(settings.host, settings.port)
+    app = make_app(settings, ready=lambda: announce(url_of(sock) + "/v1"))
+    run(app, sock, f"judgeblender proxy (store {settings.store})", timeout_graceful_shutdown=30)

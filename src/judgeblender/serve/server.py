@@ -1,5 +1,6 @@
-"""Running an ASGI app with uvicorn on a socket of our own: `judgeblender serve` (and the proxy
-alike) bind first, so port 0 gets a free port that can be told before the first request, and
+"""What `judgeblender serve` and `judgeblender proxy` share as network servers: whether a host is
+loopback, the token file and the bearer check, and running an ASGI app with uvicorn on a socket
+of our own. Both bind first, so port 0 gets a free port that can be told before the first request, and
 a host beyond loopback is refused without tokens before anything else is done.
 
 SIGTERM and Ctrl+C stop the server gracefully (uvicorn's own handling): it stops accepting,
@@ -9,14 +10,18 @@ committed), and the command exits 0: a server told to stop has done what it was 
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
-import signal
+import os
 import socket
+import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from ..errors import ArgumentError, InputError, require
+from ..errors import ArgumentError, InputError, JudgeblenderError, require
 
 BACKLOG = 4096  # connections waiting to be accepted
 
@@ -42,24 +47,54 @@ def check_exposure(host: str, has_tokens: bool, option: str = "--token-file") ->
                                        f"{option} FILE (one token a line)")
 
 
-def read_tokens(path: Any) -> list[str]:
-    """The bearer tokens of a token file: one a line, blank lines and `#` comments left out."""
+def read_tokens(path: Any, *, owner_only: bool = False, min_length: int = 1) -> list[str]:
+    """The bearer tokens of a token file: one a line, blank lines and `#` comments left out.
+    `owner_only`: the file must be a regular file only its owner can read, as an API key file
+    (the proxy's tokens stand in for its upstream key); `min_length`: each token at least this
+    long (a guessable token is refused)."""
+    path = Path(path)
     try:
-        text = open(path, encoding="utf-8").read()
-    except OSError as exc:
-        raise InputError(path, None, "a readable token file", exc.strerror or str(exc)) from None
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(path, None, "a regular file of bearer tokens, one a line", "not a regular file")
+        if owner_only and os.name == "posix" and st.st_mode & 0o077:
+            raise InputError(path, None, "a file only its owner can read (chmod 600)",
+                             f"permissions {stat.S_IMODE(st.st_mode):04o}")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(path, None, "a file of bearer tokens, one a line", "no such file") from None
     except UnicodeDecodeError:
         raise InputError(path, None, "a UTF-8 text file of tokens, one a line", "bytes that are not UTF-8") from None
+    except OSError as exc:
+        raise InputError(path, None, "a readable token file", exc.strerror or str(exc)) from None
     tokens = []
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         token = line.strip()
-        if token and not token.startswith("#"):
-            if any(c.isspace() for c in token):
-                raise InputError(path, len(tokens) + 1, "one token a line, without spaces", "a line with spaces")
-            tokens.append(token)
+        if not token or token.startswith("#"):
+            continue
+        if any(c.isspace() for c in token):
+            raise InputError(path, number, "one token a line, without spaces", "a line with spaces")
+        if len(token) < min_length:
+            raise InputError(path, number, f"one token of {min_length} or more characters", "a shorter token")
+        tokens.append(token)
     if not tokens:
         raise InputError(path, None, "at least one token (one a line)", "no token")
     return tokens
+
+
+def bearer_allowed(authorization: str | None, tokens: Sequence[bytes] | None) -> bool:
+    """Whether an Authorization header presents one of `tokens` (None: no token needed). Every
+    token is compared, each in constant time, whichever matches: no early exit to time."""
+    if tokens is None:
+        return True
+    scheme, _, token = (authorization or "").partition(" ")
+    presented = token.strip().encode()
+    if scheme.lower() != "bearer" or not presented:
+        return False
+    ok = False
+    for known in tokens:
+        ok |= hmac.compare_digest(presented, known)
+    return ok
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -67,14 +102,14 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
-        raise ArgumentError("--host", "a host name or address of this machine", host, hint=str(exc)) from None
+        raise ArgumentError("host", "a host name or address of this machine", host, hint=str(exc)) from None
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise ArgumentError("--port", "a port free to listen on", port, hint=exc.strerror or str(exc)) from None
+        raise ArgumentError("port", "a port free to listen on", port, hint=exc.strerror or str(exc)) from None
     sock.listen(BACKLOG)  # connections made before uvicorn runs wait in the backlog, not refused
     return sock
 
@@ -84,25 +119,43 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
-def run(app: Any, sock: socket.socket, on_listening: Callable[[str], None]) -> None:
+@contextmanager
+def _graceful_signals(server: Any) -> Iterator[None]:
+    """uvicorn's signal handling (SIGTERM and SIGINT stop it gracefully: in-flight requests
+    finish, the app's shutdown runs) without its last step, which raises the signal again once
+    the server has stopped: a server stopped by SIGTERM has done what it was asked, and exits 0."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run(app: Any, sock: socket.socket, what: str, on_listening: Callable[[str], None] | None = None,
+        **config: Any) -> None:
     """Serve `app` on `sock` until SIGTERM or Ctrl+C, then return (exit 0) once the requests in
-    flight are answered and the app's shutdown has run."""
-    uvicorn = require("uvicorn", "serve", "judgeblender serve")
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_keep_alive=30,
-                            backlog=BACKLOG)
-    server = uvicorn.Server(config)
-    on_listening(url_of(sock))
-    # uvicorn handles SIGTERM/SIGINT while it runs (a graceful stop), then raises the signal again
-    # for the handler it restores; a no-op one here, so the stop it has already made is the end
-    main_thread = threading.current_thread() is threading.main_thread()
-    before = {s: signal.signal(s, lambda *_: None) for s in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
+    flight are answered and the app's shutdown has run. `on_listening(url)` is told the URL before
+    the server starts (an app may instead announce itself from its startup); `config`: more of
+    uvicorn.Config's settings. `what` names the server in the error when it does not start."""
+    uvicorn = require("uvicorn", "serve", what)
+
+    class Server(uvicorn.Server):
+        def capture_signals(self):  # see _graceful_signals
+            return _graceful_signals(self)
+
+    server = Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                   **{"timeout_keep_alive": 30, "backlog": BACKLOG, **config}))
+    if on_listening is not None:
+        on_listening(url_of(sock))
     try:
         server.run(sockets=[sock])
     finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
         sock.close()
     if not server.started:
-        from ..errors import JudgeblenderError
-
-        raise JudgeblenderError("judgeblender serve: the server did not start (its log above says why)")
+        raise JudgeblenderError(f"{what}: the server did not start (its log above says why)")
