@@ -236,14 +236,19 @@ def test_jb_write_report_writes_the_page_the_command_writes(work):
 
 # -- per-query rows ---------------------------------------------------------------------------
 
-def test_perquery_rows_average_to_the_table_and_match_pt_experiment_on_dl19():
+def dl19_with_holes(seed: int):
+    """DL19's topics (a qid, query frame) and NIST's labels with 30% hidden at random (`seed`)."""
     if not DL19.is_dir():
         pytest.skip("shared data not found")
     topics = pd.read_csv(DL19 / "queries.tsv", sep="\t", names=["qid", "query"], dtype=str)
     nist = pd.read_csv(DL19 / "qrels.txt", sep=" ", names=["qid", "iter", "docno", "label"],
                        dtype={"qid": str, "docno": str})[["qid", "docno", "label"]]
-    rng = random.Random(0)
-    human = nist[[rng.random() >= 0.3 for _ in range(len(nist))]].reset_index(drop=True)
+    rng = random.Random(seed)
+    return topics, nist[[rng.random() >= 0.3 for _ in range(len(nist))]].reset_index(drop=True)
+
+
+def test_perquery_rows_average_to_the_table_and_match_pt_experiment_on_dl19():
+    topics, human = dl19_with_holes(seed=0)
     systems = {name: DL19 / "runs" / f"{name}.run.gz" for name in ("bm25base_p", "p_bert", "ICT-BERT2")}
     measures = ["nDCG@10", "AP(rel=2)", "P@10"]
     table = jb.experiment(systems, topics, qrels=human, llm_labels=LLAMA70B, measures=measures)
@@ -341,13 +346,7 @@ def test_the_readmes_first_40_lines_serve_a_newcomer_and_their_example_runs(work
 @pytest.mark.parametrize("scope", ["labels", "pool"])
 def test_perquery_rows_follow_the_scope_of_the_table(scope):
     # the rows are computed from the same label sets as the table (evaluate/scope.py), in either scope
-    if not DL19.is_dir():
-        pytest.skip("shared data not found")
-    topics = pd.read_csv(DL19 / "queries.tsv", sep="\t", names=["qid", "query"], dtype=str)
-    nist = pd.read_csv(DL19 / "qrels.txt", sep=" ", names=["qid", "iter", "docno", "label"],
-                       dtype={"qid": str, "docno": str})[["qid", "docno", "label"]]
-    rng = random.Random(1)
-    human = nist[[rng.random() >= 0.3 for _ in range(len(nist))]].reset_index(drop=True)
+    topics, human = dl19_with_holes(seed=1)
     systems = {name: DL19 / "runs" / f"{name}.run.gz" for name in ("bm25base_p", "p_bert")}
     table = jb.experiment(systems, topics, qrels=human, llm_labels=LLAMA70B, k=5, scope=scope)
     rows = jb.experiment(systems, topics, qrels=human, llm_labels=LLAMA70B, k=5, scope=scope, perquery=True)
