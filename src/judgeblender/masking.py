@@ -237,7 +237,11 @@ class Mask:
 
     def value(self, value: Any) -> Any:
         """A JSON-like value (str, list, tuple, dict; keys too) with every string masked; the same
-        object wherever nothing in it changed, so a value without secrets is not copied."""
+        object wherever nothing in it changed, so a value without secrets is not copied. With no
+        secret registered the value is not walked at all: a judgment's record is masked on every
+        write, and walking its 40-odd nodes cost a tenth of a millisecond a pair."""
+        if not self.forms:
+            return value
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):

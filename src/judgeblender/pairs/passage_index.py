@@ -75,6 +75,9 @@ class PassageIndex(LookupById):
         self._fh = open(source, "rb")
         # docid -> the first line that makes it unusable: (line, what was expected, the line)
         self._errors: dict[str, tuple[int, str, str]] = {}
+        # the ids and passages of the last get_many: a run's validation pass reads its last window,
+        # and judging then reads its first, the same one when the run fits in one window
+        self._last: tuple[list[str], dict[str, str]] | None = None
         self._build()
 
     def _unpack(self) -> None:
@@ -179,10 +182,15 @@ class PassageIndex(LookupById):
     # ------------------------------------------------------------------------------------ lookups
     def get_many(self, docids: Iterable[str]) -> dict[str, str]:
         """{docid: text} for the given ids that the file holds (absent ones are left out), read
-        in file order; an asked-for passage that is blank or has two texts is an InputError."""
+        in file order; an asked-for passage that is blank or has two texts is an InputError. The
+        same ids asked twice in a row are read once: `judge` checks a window's passages, then
+        judges them (a run of one window: half its reading, at the cost of holding one window's
+        passages, which judging holds anyway)."""
         ids = list(dict.fromkeys(docids))
         if not ids:
             return {}
+        if self._last is not None and self._last[0] == ids:
+            return dict(self._last[1])
         wanted = np.fromiter((id_hash(d) for d in ids), dtype=np.int64, count=len(ids))
         lo = np.searchsorted(self._hashes, wanted, "left")
         hi = np.searchsorted(self._hashes, wanted, "right")
@@ -198,7 +206,9 @@ class PassageIndex(LookupById):
                 at, expected, shown = self._errors[asked]
                 raise InputError(self.path, at, expected, shown[:80])
             found[asked] = clean_text(text)[0]
-        return {d: found[d] for d in ids if d in found}
+        result = {d: found[d] for d in ids if d in found}
+        self._last = (ids, dict(result))
+        return result
 
     def __iter__(self) -> Iterator[str]:
         for k in np.argsort(self._offsets, kind="stable"):
@@ -212,6 +222,7 @@ class PassageIndex(LookupById):
         return int(self._hashes.nbytes + self._offsets.nbytes + self._lines.nbytes)
 
     def close(self) -> None:
+        self._last = None
         self._fh.close()
         if self._tmp is not None:
             self._tmp.close()

@@ -25,6 +25,9 @@ log = logging.getLogger("judgeblender.inputs")
 # C0 and C1 control characters and DEL, except tab, newline and carriage return.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# what an id may not hold, in one search: a control character or whitespace (`\s` on str is
+# str.isspace's set); an id is checked on every line of every file, so the clean case is one call
+_NOT_IN_ID = re.compile(r"[\x00-\x1f\x7f-\x9f]|\s")
 
 
 def report_repair(path: str | Path, what: str, lines: list, unit: str = "line", count: int | None = None) -> None:
@@ -48,6 +51,8 @@ def check_id(path: str | Path, lineno: int, value: str, what: str) -> str:
     """An identifier must be non-empty and free of control characters (they would never match)."""
     if not value:
         raise InputError(path, lineno, f"a non-empty {what}", value)
+    if _NOT_IN_ID.search(value) is None:
+        return value
     bad = _ANY_CONTROL.search(value)
     if bad:
         raise InputError(path, lineno, f"a {what} without control characters (found U+{ord(bad.group()):04X})", value)
