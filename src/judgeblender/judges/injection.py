@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -133,9 +133,11 @@ _DENSE_HITS = next(h for h in range(1, STUFFING_MIN_WORDS + 1) if h / STUFFING_M
 # condition that every match of its pattern implies, checked with substring lookups and small
 # expressions: a pattern is searched only where its trigger fires, so the findings are those of
 # searching every pattern, at a small part of the cost. The first groups of every clause of
-# every trigger make one gate, which rules out four passages in five in one search. Triggers are
-# read off the patterns by hand and held to them by tests/test_injection_scan.py, which
-# generates thousands of strings each alternative of each pattern matches (random case,
+# every trigger make one gate, which rules out six passages in seven in one search (each clause
+# puts its group rarest on DL19 first, a `match=` group last); for a passage it lets through,
+# the atoms of every group are found in one more pass (`_Atoms`) for the groups to look up.
+# Triggers are read off the patterns by hand and held to them by tests/test_injection_scan.py,
+# which generates thousands of strings each alternative of each pattern matches (random case,
 # Turkish and long-s letters, glued and spaced words) and checks that the trigger fires on
 # every one.
 #
@@ -151,51 +153,82 @@ _FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s"})
 # every byte that is not [a-z0-9] becomes a space: UTF-8 writes every non-ASCII character as
 # bytes >= 0x80, so the words of the encoded text are exactly `_WORD.findall` of the text
 _WORD_BYTES = bytes(b if 0x30 <= b <= 0x39 or 0x61 <= b <= 0x7A else 0x20 for b in range(256))
+# every byte of such a text's words becomes "w": a word is then one b" w" (stuffing counts words so)
+_WORD_LETTER = bytes(0x20 if b == 0x20 else 0x77 for b in range(256))
+_NO_ATOMS: frozenset[bytes] = frozenset()
 
 
-def _trie(atoms: Iterable[bytes]) -> bytes:
+def _trie(atoms: Iterable[bytes], longest: bool = False) -> bytes:
     """An expression matching any of `atoms`, shaped as a tree of their shared beginnings: the
     engine tries one branch per next byte instead of every atom at every position (5x faster
-    than a flat alternation of the gate's 150 atoms). An atom another begins with stands for both."""
+    than a flat alternation of the gate's 150 atoms). An atom another begins with stands for both;
+    with `longest`, each is kept and the longest atom found at a place is the one matched (what
+    `findall` returns then tells which atoms are there)."""
     root: dict = {}
     for atom in atoms:
         node = root
         for byte in atom:
-            if node.get(None):
+            if node.get(None) and not longest:
                 break  # a shorter atom already ends here
             node = node.setdefault(byte, {})
         else:
-            node.clear()
+            if not longest:
+                node.clear()
             node[None] = True
 
     def branch(node: dict) -> bytes:
-        if node.get(None):
+        if node.get(None) and not longest:
             return b""
-        alts = [re.escape(bytes([byte])) + branch(node[byte]) for byte in sorted(node)]
-        return alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
+        alts = [re.escape(bytes([byte])) + branch(node[byte]) for byte in sorted(k for k in node if k is not None)]
+        if node.get(None) and alts:
+            alts.append(b"")  # the atom that ends here, where no longer one goes on
+        return b"" if not alts else alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
 
     return branch(root)
+
+
+def _wide(parts: Iterable[str]) -> re.Pattern[str] | None:
+    """An expression matching where any of `parts` (each with a non-ASCII character) is a
+    substring. Each is written from its first non-ASCII character on, what comes before that
+    checked behind ("ç(?<=esqueç)"): the engine skips straight to the few characters that can begin
+    one (4x faster than a loop of `in` on DL19's passages with a non-ASCII character)."""
+    alts = []
+    for part in dict.fromkeys(parts):
+        at = next(i for i, c in enumerate(part) if not c.isascii())
+        alts.append(re.escape(part[at:]) + (f"(?<={re.escape(part)})" if at else ""))
+    return re.compile("|".join(sorted(alts))) if alts else None
+
+
+def _cued(parts: Iterable[str]) -> tuple[tuple[str | None, str], ...]:
+    """(cue, part) for each of `parts`: `in` finds one character at memchr's speed, a longer part
+    at a fifth of it, so a part is looked for only where its first character rarely seen in prose
+    is ("#" of "##", "]" of "inst]"); cue None: the part is one character, or all common ones."""
+    common = set("abcdefghijklmnopqrstuvwxyz0123456789 .,")
+    return tuple((next((c for c in part if c not in common), None) if len(part) > 1 else None, part)
+                 for part in parts)
 
 
 class _Any:
     """Evidence that one of several words, starts or parts is present.
 
-    Words and starts are one expression over the text's words joined by spaces (`_Text.padded`):
-    " word " is a whole word, " start" begins one. Parts are substrings of the folded text."""
+    Words and starts are atoms over the text's words joined by spaces (`_Text.padded`): " word "
+    is a whole word, " start" begins one. A group looks them up in the atoms the text holds
+    (`_Text.held`, found for every group's atoms at once: `_Atoms`). Parts are substrings of the
+    folded text: those in ASCII (`parts`) by `in`, the others (`wide`) by one expression, only in a
+    text with a non-ASCII character."""
 
-    __slots__ = ("atoms", "tokens", "parts", "wide", "match")
+    __slots__ = ("atoms", "keys", "parts", "wide", "cued", "wide_any", "match")
 
     def __init__(self, words: str = "", starts: str = "", parts: tuple[str, ...] = (), match: str | None = None):
         self.atoms = tuple(w.encode() + b" " for w in words.split()) + tuple(w.encode() for w in starts.split())
+        self.keys = frozenset(self.atoms)
         self.parts = tuple(p for p in parts if p.isascii())
         self.wide = tuple(p for p in parts if not p.isascii())
+        self.cued = _cued(self.parts)
+        self.wide_any = _wide(self.wide)
         # a small expression over the folded lower-case text, last in its clause: what the cheaper
         # groups cannot tell, at a small part of the pattern's cost
         self.match = re.compile(match) if match is not None else None
-        self._compile()
-
-    def _compile(self) -> None:
-        self.tokens = re.compile(b" " + _trie(self.atoms)) if self.atoms else None
 
     @classmethod
     def union(cls, groups: Iterable["_Any"]) -> "_Any":
@@ -204,25 +237,74 @@ class _Any:
         for g in groups:
             if g.match is not None:
                 raise ValueError("an expression is never the first group of a clause: it is the costly one")
-            one.atoms, one.parts, one.wide = one.atoms + g.atoms, one.parts + g.parts, one.wide + g.wide
+            one.atoms, one.keys = one.atoms + g.atoms, one.keys | g.keys
+            one.parts, one.wide = one.parts + g.parts, one.wide + g.wide
         # a part that holds another part is found only where that one is: looking for it is waste
         one.parts = tuple(p for p in dict.fromkeys(one.parts) if not any(q != p and q in p for q in one.parts))
         one.wide = tuple(p for p in dict.fromkeys(one.wide)
                          if not any(q != p and q in p for q in one.parts + one.wide))
-        one._compile()
+        one.cued = _cued(one.parts)
+        one.wide_any = _wide(one.wide)
         return one
 
-    def found(self, text: "_Text") -> bool:
-        for part in self.parts:
-            if part in text.low:
+    def any_part(self, text: "_Text") -> bool:
+        low = text.low
+        for cue, part in self.cued:
+            if (cue is None or cue in low) and part in low:
                 return True
-        if not text.ascii:
-            for part in self.wide:
-                if part in text.low:
-                    return True
-        if self.tokens is not None and self.tokens.search(text.padded) is not None:
+        return self.wide_any is not None and not text.ascii and self.wide_any.search(low) is not None
+
+    def found(self, text: "_Text") -> bool:
+        """Whether the text holds any of this group's atoms or parts (or `match` matches). Read
+        only after the gate let the text through (`_Text.held` is found then)."""
+        if not self.keys.isdisjoint(text.held):
+            return True
+        if self.any_part(text):
             return True
         return self.match is not None and self.match.search(text.low) is not None
+
+
+class _Gate:
+    """Evidence of any of `groups`: what every text is checked for first. Its parts are looked for
+    with `in`, its atoms by one expression over `_Text.padded` shaped as a tree (`_trie`) that
+    stops at the first one found (cheaper than `_Atoms`' pass, which finds them all): most texts
+    go no further than this."""
+
+    __slots__ = ("any", "tokens")
+
+    def __init__(self, groups: Iterable[_Any]):
+        self.any = _Any.union(groups)
+        self.tokens = re.compile(b" " + _trie(self.any.atoms)) if self.any.atoms else None
+
+    def found(self, text: "_Text") -> bool:
+        if self.any.any_part(text):
+            return True
+        return self.tokens is not None and self.tokens.search(text.padded) is not None
+
+
+class _Atoms:
+    """Which of `atoms` (" word " or " start" over `_Text.padded`) a text holds, in one pass over it
+    for a text the gate let through: `findall` of the longest atom at each word, with whether the
+    word ends there. The word is that atom when it ends there; every start the atom begins with
+    begins the word. On DL19 one pass costs two thirds of a set of the text's words and a search
+    for the starts, and the groups' checks are set lookups."""
+
+    def __init__(self, atoms: Iterable[bytes]):
+        atoms = set(atoms)
+        starts = sorted(a for a in atoms if not a.endswith(b" "))
+        stems = sorted({a.rstrip(b" ") for a in atoms})
+        self.expression = re.compile(b" (" + _trie(stems, longest=True) + b")(?=( ?))") if stems else None
+        self.implied = {m: frozenset(s for s in starts if m.startswith(s)) for m in stems}
+
+    def held(self, padded: bytes) -> AbstractSet[bytes]:
+        if self.expression is None:
+            return _NO_ATOMS
+        held: set[bytes] = set()
+        for stem, space in set(self.expression.findall(padded)):  # "is" is found many times
+            held |= self.implied[stem]
+            if space:
+                held.add(stem + b" ")
+        return held
 
 
 class _Trigger:
@@ -274,8 +356,11 @@ TRIGGERS: dict[str, _Trigger] = {
     ),
     "score claim": _Trigger(
         (_Any(parts=("##",)),),
-        # a score word (which may run into "is" or "of"), then a grade 0-3
-        (_Any(starts="final relevance score grade label rating mark"), _Any(parts=("0", "1", "2", "3")),
+        # a score word, then a grade 0-3: "final" stands alone (a space follows it), the others
+        # stand alone or run into "is" or "of" ("scoreis3"), never into anything else ("scores")
+        (_Any("final relevance score grade label rating mark marks",
+              "relevanceis relevanceof scoreis scoreof gradeis gradeof labelis labelof ratingis ratingof "
+              "markis markof marksis marksof"), _Any(parts=("0", "1", "2", "3")),
          _Any(match=r"(?:score|answer|relevance|label|grade|ment|rating|marks?)\s*(?:is|of|=|:)\s*[0-3]")),
     ),
     "asks for a high score": _Trigger(
@@ -290,14 +375,14 @@ TRIGGERS: dict[str, _Trigger] = {
     ),
     "chat markup": _Trigger(
         (_Any(parts=("<",)), _Any(parts=("<|", "<<", "passage>"))),
-        (_Any(parts=("]",)), _Any(parts=("inst]",))),
+        (_Any(parts=("inst]",)),),
         (_Any("system assistant"), _Any(parts=(":",))),
     ),
     "instruction in another language": _Trigger(
-        (_Any("tenez netenez", "ignor oubli vergiss missacht olvid dimentic esquec", ("esqueç",)),
-         _Any("instruction instructions consigne consignes regle regles directive directives anweisung anweisungen "
+        (_Any("instruction instructions consigne consignes regle regles directive directives anweisung anweisungen "
               "regeln vorgaben richtlinien instrucciones reglas indicaciones istruzioni regole instrucoes regras",
-              parts=("règle", "instruç", "instrucõ"))),
+              parts=("règle", "instruç", "instrucõ")),
+         _Any("tenez netenez", "ignor oubli vergiss missacht olvid dimentic esquec", ("esqueç",))),
         (_Any("ia ki evaluateur evaluateurs evaluatrice evaluatrices correcteur correcteurs correctrice correctrices "
               "annotateur annotateurs annotatrice annotatrices modele modeles bewerter bewerterin prufer pruferin "
               "gutachter gutachterin modell sprachmodell evaluador evaluadores evaluadora calificador calificadores "
@@ -308,10 +393,9 @@ TRIGGERS: dict[str, _Trigger] = {
         (_Any(starts="punkt"), _Any(starts="volle"), _FOREIGN_SCORE_ANY),
         (_Any("la"), _Any("plus"), _FOREIGN_SCORE_ANY),
         (_Any("meilleure"), _Any(starts="note"), _FOREIGN_SCORE_ANY),
-        (_Any(starts="pertinent"), _Any("parfaitement tres", parts=("très",)), _FOREIGN_SCORE_ANY),
-        (_Any(starts="relevant"),
-         _Any("perfekt hoch vollstandig hochst totalmente muy perfectamente", parts=("vollständig", "höchst")),
-         _FOREIGN_SCORE_ANY),
+        (_Any("parfaitement tres", parts=("très",)), _Any(starts="pertinent"), _FOREIGN_SCORE_ANY),
+        (_Any("perfekt hoch vollstandig hochst totalmente muy perfectamente", parts=("vollständig", "höchst")),
+         _Any(starts="relevant"), _FOREIGN_SCORE_ANY),
         (_Any("repondez reponds notez attribuez donnez antworte gib vergib bewerte responde responda rispondi dale "
               "asigna califica assegna", parts=("répond", "dê")), _Any("3")),
         (_Any(parts=("忽略", "无视", "忽视", "忘记", "忘掉", "不要遵守", "评为", "打", "给", "输出", "回答", "满分",
@@ -330,13 +414,16 @@ TRIGGERS: dict[str, _Trigger] = {
     "hidden comment": _Trigger((_Any(parts=("<!--",)),)),
     "role-play line": _Trigger(
         (_Any("system assistant systeme sistema", parts=("système", "系统", "助手")), _Any(parts=(":", "："))),
-        (_Any("user human usuario utilisateur benutzer"), _Any("assistant ai asistente assistent"),
+        (_Any("assistant ai asistente assistent"), _Any("user human usuario utilisateur benutzer"),
          _Any(parts=("\n",)), _Any(parts=(":",))),
     ),
 }
 _CHECKS = tuple((kind, pattern, TRIGGERS[kind]) for kind, pattern in PATTERNS)
+# every atom any group looks for (a trigger's gate holds those of its clauses' first groups)
+_ATOMS = _Atoms(a for trigger in TRIGGERS.values() for clause in trigger.clauses for group in clause
+                for a in group.atoms)
 # the first groups of every clause of every trigger: a text without any (most) needs no more
-_GATE = _Any.union(clause[0] for trigger in TRIGGERS.values() for clause in trigger.clauses)
+_GATE = _Gate(clause[0] for trigger in TRIGGERS.values() for clause in trigger.clauses)
 
 
 @dataclass(frozen=True)
@@ -355,9 +442,10 @@ def _short(text: str, limit: int = 60) -> str:
 
 class _Text:
     """What the checks read of one passage, each computed once: the folded lower-case text, its
-    words (`_WORD`'s) joined by spaces, and those of the plain lower-case text (stuffing's)."""
+    words (`_WORD`'s) with a space either side of each, those of the plain lower-case text
+    (stuffing's), and the atoms it holds once the gate lets it through."""
 
-    __slots__ = ("text", "low", "ascii", "padded", "plain_spaced", "_plain_words")
+    __slots__ = ("text", "low", "ascii", "padded", "plain_padded", "held")
 
     def __init__(self, text: str):
         self.text = text
@@ -366,20 +454,16 @@ class _Text:
         # IGNORECASE matches İ, ı and ſ to i and s, which str.lower() leaves (or makes two characters)
         folds = not self.ascii and ("\u0130" in text or "\u0131" in text or "\u017f" in text)
         self.low = text.translate(_FOLD).lower() if folds else plain
-        spaced = self.low.encode("utf-8", "surrogatepass").translate(_WORD_BYTES)
-        self.padded = b" " + spaced + b" "
-        self.plain_spaced = spaced if self.low is plain else plain.encode("utf-8", "surrogatepass").translate(_WORD_BYTES)
-        self._plain_words: list[bytes] | None = None
-
-    def plain_words(self) -> list[bytes]:
-        if self._plain_words is None:
-            self._plain_words = self.plain_spaced.split()
-        return self._plain_words
+        self.padded = b" " + self.low.encode("utf-8", "surrogatepass").translate(_WORD_BYTES) + b" "
+        self.plain_padded = (self.padded if not folds
+                             else b" " + plain.encode("utf-8", "surrogatepass").translate(_WORD_BYTES) + b" ")
+        self.held: AbstractSet[bytes] = _NO_ATOMS
 
     def patterns(self) -> tuple[Finding, ...]:
         """The pattern findings, in PATTERNS' order: each pattern searched where its trigger fires."""
         if not _GATE.found(self):
             return ()
+        self.held = _ATOMS.held(self.padded)  # what the triggers' groups look their atoms up in
         found = []
         for kind, pattern, trigger in _CHECKS:
             if trigger.fires(self):
@@ -391,39 +475,47 @@ class _Text:
     def stuffing(self, query: str) -> Finding | None:
         """Keyword stuffing against `query`: the whole query written out STUFFING_REPEATS times,
         or query words making STUFFING_DENSITY of the passage's words."""
-        terms, phrase, longest = _query_words(query)
+        terms, phrase, longest, others = _query_words(query)
         if not terms:
             return None
-        spaced = self.plain_spaced
+        padded = self.plain_padded
         # cheap bounds first, on substrings (a word occurs as a substring at least as often): the
         # query is written out only where its longest word is, as often; a term is a query word
-        # of the passage at most as often as it is a substring of it
-        repeated = spaced.count(longest) >= STUFFING_REPEATS
-        bound = sum(map(spaced.count, terms))
+        # of the passage at most as often as it is a substring of it (the longest word, nearly
+        # always a term, counted once for both)
+        longest_count = padded.count(longest)
+        repeated = longest_count >= STUFFING_REPEATS
+        bound = sum(map(padded.count, others)) + (longest_count if longest in terms else 0)
         if not repeated and bound < _DENSE_HITS:
             return None
-        words = self.plain_words()
-        if len(words) < STUFFING_MIN_WORDS:
+        # the number of words, without making a bytes object of each: a word begins after a space
+        n_words = padded.translate(_WORD_LETTER).count(b" w")
+        if n_words < STUFFING_MIN_WORDS:
             return None
+        if not repeated and bound / n_words < STUFFING_DENSITY:  # the same division as below: they round alike
+            return None
+        words = padded.split()
         if repeated:
             repeats = b" ".join(words).count(phrase)
             if repeats >= STUFFING_REPEATS:
                 return Finding("keyword stuffing", f"the query written out {repeats} times")
-        if bound / len(words) < STUFFING_DENSITY:  # the same division as below: they round alike
-            return None
+            if bound / n_words < STUFFING_DENSITY:
+                return None
         hits = sum(map(terms.__contains__, words))
-        density = hits / len(words)
+        density = hits / n_words
         if density >= STUFFING_DENSITY and hits >= 1:
             return Finding("keyword stuffing", f"{density:.0%} of its words are query words")
         return None
 
 
 @lru_cache(maxsize=4096)
-def _query_words(query: str) -> tuple[frozenset[bytes], bytes, bytes]:
-    """A query's terms (no stop words, over two letters), its words joined, and its longest word."""
+def _query_words(query: str) -> tuple[frozenset[bytes], bytes, bytes, tuple[bytes, ...]]:
+    """A query's terms (no stop words, over two letters), its words joined, its longest word, and
+    its terms but that word."""
     words = _WORD.findall(query.lower())
     terms = frozenset(w.encode() for w in words if w not in _STOP and len(w) > 2)
-    return terms, " ".join(words).encode(), max(words, key=len, default="").encode()
+    longest = max(words, key=len, default="").encode()
+    return terms, " ".join(words).encode(), longest, tuple(terms - {longest})
 
 
 def scan(passage: str, query: str | None = None) -> list[Finding]:
