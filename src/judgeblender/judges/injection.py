@@ -224,11 +224,15 @@ class _Any:
         self.keys = frozenset(self.atoms)
         self.parts = tuple(p for p in parts if p.isascii())
         self.wide = tuple(p for p in parts if not p.isascii())
-        self.cued = _cued(self.parts)
-        self.wide_any = _wide(self.wide)
+        self._find_parts()
         # a small expression over the folded lower-case text, last in its clause: what the cheaper
         # groups cannot tell, at a small part of the pattern's cost
         self.match = re.compile(match) if match is not None else None
+
+    def _find_parts(self) -> None:
+        """How `any_part` looks for the parts: ASCII ones by cue and `in`, the others by one expression."""
+        self.cued = _cued(self.parts)
+        self.wide_any = _wide(self.wide)
 
     @classmethod
     def union(cls, groups: Iterable["_Any"]) -> "_Any":
@@ -243,8 +247,7 @@ class _Any:
         one.parts = tuple(p for p in dict.fromkeys(one.parts) if not any(q != p and q in p for q in one.parts))
         one.wide = tuple(p for p in dict.fromkeys(one.wide)
                          if not any(q != p and q in p for q in one.parts + one.wide))
-        one.cued = _cued(one.parts)
-        one.wide_any = _wide(one.wide)
+        one._find_parts()
         return one
 
     def any_part(self, text: "_Text") -> bool:

@@ -27,7 +27,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # what an id may not hold, in one search: a control character or whitespace (`\s` on str is
 # str.isspace's set); an id is checked on every line of every file, so the clean case is one call
-_NOT_IN_ID = re.compile(r"[\x00-\x1f\x7f-\x9f]|\s")
+_NOT_IN_ID = re.compile(_ANY_CONTROL.pattern + r"|\s")
 
 
 def report_repair(path: str | Path, what: str, lines: list, unit: str = "line", count: int | None = None) -> None:

@@ -106,19 +106,22 @@ _PRIMED: dict[bytes | None, Any] = {}
 _PRIMED_MAX = 64
 
 
+def _compressor(zdict: bytes | None) -> Any:
+    return zlib.compressobj(6, zlib.DEFLATED, _WBITS, _MEMLEVEL, zlib.Z_DEFAULT_STRATEGY, *((zdict,) if zdict else ()))
+
+
 def _deflate(data: bytes, zdict: bytes | None, reuse: bool = True) -> bytes:
     """`data` compressed against `zdict`; `reuse` False for a dictionary made for this blob alone
     (a judgment's probabilities join it), which a cache would only churn."""
     if not reuse:
-        packer = zlib.compressobj(6, zlib.DEFLATED, _WBITS, _MEMLEVEL, zlib.Z_DEFAULT_STRATEGY, *((zdict,) if zdict else ()))
-        return packer.compress(data) + packer.flush()
-    primed = _PRIMED.get(zdict)
-    if primed is None:
-        if len(_PRIMED) >= _PRIMED_MAX:
-            _PRIMED.clear()
-        primed = _PRIMED[zdict] = zlib.compressobj(6, zlib.DEFLATED, _WBITS, _MEMLEVEL, zlib.Z_DEFAULT_STRATEGY,
-                                                   *((zdict,) if zdict else ()))
-    packer = primed.copy()
+        packer = _compressor(zdict)
+    else:
+        primed = _PRIMED.get(zdict)
+        if primed is None:
+            if len(_PRIMED) >= _PRIMED_MAX:
+                _PRIMED.clear()
+            primed = _PRIMED[zdict] = _compressor(zdict)
+        packer = primed.copy()
     return packer.compress(data) + packer.flush()
 
 
