@@ -160,24 +160,38 @@ def connect(address: str) -> bool:
 # That start sometimes fails at once, with "Starting Ray client server failed" and an empty log;
 # the proxy frees the port and starts the next client's server normally. Seen in 1 of 2 runs of
 # tests/test_ray.py's client test on a 2-core machine; Ray issues 28091 and 29852 show the same
-# message. A new client id gets a new server, so joining again is the remedy.
+# message. When the server dies between the proxy's two looks at it (poll, then psutil's
+# cmdline), the proxy sends its own traceback instead, ending in psutil.ZombieProcess (seen once
+# in CI). Either way a new client id gets a new server, so joining again is the remedy.
 CLIENT_SERVER_FAILED = "Starting Ray client server failed"
+CLIENT_SERVER_START = "in start_specific_server"  # a line of the proxy's traceback when the start itself raised
 CLIENT_JOIN_ATTEMPTS = 3
+
+
+def client_server_failure(message: str) -> str | None:
+    """Why Ray's client proxy could not start this driver's server, in one line, or None when
+    the message says something else (a refused token, a wrong address: nothing to retry)."""
+    if CLIENT_SERVER_FAILED in message:
+        return CLIENT_SERVER_FAILED
+    if CLIENT_SERVER_START in message:
+        lines = [line.strip() for line in message.splitlines() if line.strip()]
+        return lines[-1] if lines else CLIENT_SERVER_START
+    return None
 
 
 def _join(ray, address: str) -> None:
     """ray.init on an explicit address. Through Ray client, a failed start of the client's own
-    server is tried again (CLIENT_JOIN_ATTEMPTS in all), each retry said on stderr."""
+    server is tried again (CLIENT_JOIN_ATTEMPTS in all), each retry said on stderr with its cause."""
     for attempt in range(1, CLIENT_JOIN_ATTEMPTS + 1):
         try:
             _init_keeping_signal_handlers(ray, address=address, log_to_driver=False, configure_logging=False)
             return
         except (ConnectionError, RuntimeError) as exc:  # Ray says ConnectionError("Initialization failure ...")
-            if not address.startswith("ray://") or CLIENT_SERVER_FAILED not in str(exc) \
-                    or attempt == CLIENT_JOIN_ATTEMPTS:
+            cause = client_server_failure(str(exc)) if address.startswith("ray://") else None
+            if cause is None or attempt == CLIENT_JOIN_ATTEMPTS:
                 raise
             print(f"warning: Ray's client server at {address} failed to start for this driver "
-                  f"(attempt {attempt} of {CLIENT_JOIN_ATTEMPTS}); joining again", file=sys.stderr)
+                  f"({cause}; attempt {attempt} of {CLIENT_JOIN_ATTEMPTS}); joining again", file=sys.stderr)
 
 
 def _raylet_messages_to_stderr() -> None:
