@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -302,3 +303,49 @@ def test_seen_pairs_keeps_a_digest_whose_last_byte_is_zero(monkeypatch):
     for i in range(10):
         assert seen.add(("q", f"d{i}"))
     assert not any(seen.add(("q", f"d{i}")) for i in range(10))
+
+
+def test_the_progress_lines_of_a_streamed_run_name_each_window_after_the_first(tmp_path, inputs):
+    """Each window is its own wave: its line says which window it is, so a run of three windows
+    does not read as one judge finishing three times (a pipe gets the lines when the run ends)."""
+    q, c, p = inputs
+    out = tmp_path / "o.qrels"
+    res = CliRunner().invoke(app, ["judge", "-q", str(q), "-c", str(c), "-p", str(p), "-o", str(out),
+                                   "-j", f"scripted:{model_file(tmp_path)}", "--store", str(tmp_path / "s.sqlite"),
+                                   "--skip-missing", "--window", "25", "--progress"], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    lines = [line for line in res.stderr.splitlines() if "invalid:" in line]
+    # 61 distinct pairs in windows of 25; each window a wave of calls and one of retries
+    named = [int(m.group(1)) if (m := re.search(r" · window (\d+) ", line)) else 1 for line in lines]
+    assert named == [1, 1, 2, 2, 3, 3], res.stderr
+
+
+def test_a_reporter_without_the_window_hook_is_told_only_its_waves(tmp_path, inputs):
+    """The window hook is optional in a Reporter: one written before it still works."""
+    from judgeblender.judges import build_judge
+    from judgeblender.judges.engine import judge_stream
+
+    class Waves:
+        def __init__(self):
+            self.labels = []
+
+        def wave(self, label, total):
+            self.labels.append((label, total))
+
+        def advance(self, invalid):
+            pass
+
+        def answered_from_store(self):
+            pass
+
+        def end_wave(self):
+            pass
+
+    q, c, p = inputs
+    queries, corpus = read_queries(q), read_corpus(c)
+    pairs = [Pair(f"q{i % 5}", f"d{i}") for i in range(12)]
+    judge = build_judge(JudgeSpec(model=f"scripted:{model_file(tmp_path)}"))
+    waves = Waves()
+    totals = judge_stream([judge], pairs, queries, corpus, lambda run, texts: None, reporter=waves, window=5)
+    assert totals.windows == 3 and totals.pairs == 12 and len(waves.labels) >= 3
+    assert all("window" not in label for label, _ in waves.labels)

@@ -88,7 +88,10 @@ async def judge_windows_async(
     any model call."""
     check_ids(judges)
     reporter = reporter or SilentReporter()
-    for chunk in windows(pairs, window):
+    say_window = getattr(reporter, "window", None)  # optional in a Reporter (stats.py)
+    for index, chunk in enumerate(windows(pairs, window), 1):
+        if index > 1 and say_window is not None:
+            say_window(index)
         texts = window_texts(corpus, (p.docid for p in chunk))
         ok, skipped = resolve_pairs(chunk, queries, texts, skip_missing)
         items = [(p, {"query": queries[p.qid], "passage": texts[p.docid]}) for p in ok]
