@@ -99,6 +99,31 @@ def test_unknown_id_and_missing_entity(local_id):
         read_queries(f"irds:{local_id}-q")
 
 
+def test_irds_qrels_follow_the_qrels_files_rule_for_a_pair_labelled_twice(tmp_path, caplog):
+    """A pair repeated with the same label is kept once (a note says so); with another label it
+    is an error naming the row, as in a qrels file, never the last label read."""
+    def dataset(lines: str) -> str:
+        path = tmp_path / f"qrels{len(lines)}.txt"
+        path.write_text(lines)
+        ident = f"judgeblender-test-{uuid.uuid4().hex[:8]}"
+        ir_datasets.registry.register(ident, Dataset(TrecQrels(LocalDownload(path), {0: "not", 3: "perfect"})))
+        return f"irds:{ident}"
+
+    same = dataset("q1 0 d1 3\nq1 0 d2 0\nq1 0 d1 3\n")
+    with caplog.at_level("WARNING"):
+        assert read_qrels(same, allowed=range(4)) == {"q1": {"d1": 3, "d2": 0}}
+    assert f"{same}: repeated identical qrels rows kept once (row 3)" in caplog.text
+    differ = dataset("q1 0 d1 3\nq1 0 d2 0\nq1 0 d1 0\n")
+    with pytest.raises(DatasetError, match=r"qrels row 3: expected one label per pair \(q1 d1 was labelled 3 before\), got 0"):
+        read_qrels(differ, allowed=range(4))
+    with open(tmp_path / "f.qrels", "w") as f:  # the file with the same lines: the same rule
+        f.write("q1 0 d1 3\nq1 0 d2 0\nq1 0 d1 0\n")
+    from judgeblender.errors import InputError
+
+    with pytest.raises(InputError, match="f.qrels:3: expected one label per pair"):
+        read_qrels(tmp_path / "f.qrels", allowed=range(4))
+
+
 def test_not_downloaded_is_an_error_without_a_download_attempt(tmp_path, monkeypatch):
     monkeypatch.delenv("JUDGEBLENDER_IRDS_DOWNLOAD", raising=False)
     ident = f"judgeblender-remote-{uuid.uuid4().hex[:8]}"

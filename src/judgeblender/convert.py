@@ -155,14 +155,15 @@ def triples(labels: Any, what: str = "labels", *, scale: Iterable[int] | None,
             required: bool = False, argument: str | None = None) -> list[Triple]:
     """(qid, docid, label) for every pair, in the order given; label None where invalid.
 
-    The qrels files' rule holds for every shape (pairs.qrels.one_label_per_pair): a pair given
+    The qrels files' rule holds for every shape (pairs.label_rules.one_label_per_pair): a pair given
     twice with the same label is kept once, with a warning that says how many; with another
     label it is an error. A label that is not an integer of `scale` (SCALE, TREC's 0-3; None:
     any integer) is an error naming its row, or its file and line; so is a missing one when
     `required` (gold labels). `scale` has no default: every caller says which it reads. With
     `argument` (the caller's name for `labels`) an input without a single pair is an error naming
     it. `labels` is read once: pass the list on, not `labels` again."""
-    from .pairs.qrels import one_label_per_pair, read_qrels
+    from .pairs.label_rules import one_label_per_pair
+    from .pairs.qrels import read_qrels
     from .pairs.textfile import report_repair
 
     if isinstance(labels, (str, Path)):

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import JudgeblenderError, require
+from .label_rules import one_label_per_pair
 from .lookup import LookupById
-from .textfile import clean_text
+from .textfile import clean_text, report_repair
 
 PREFIX = "irds:"
 DOWNLOAD_ENV = "JUDGEBLENDER_IRDS_DOWNLOAD"
@@ -171,14 +172,24 @@ def read_qrels(source: str | Path, *, allowed: Iterable[int] | None) -> dict[str
     `allowed` has no default: every caller says which scale it reads (pairs/qrels.py, SCALE)."""
     ds = load(source, "qrels")
     allowed_set = set(allowed) if allowed is not None else None
-    qrels: dict[str, dict[str, int]] = {}
-    with reading(source, "qrels"):
-        for r in ds.qrels_iter():
+
+    def rows():
+        for n, r in enumerate(ds.qrels_iter(), start=1):
             label = int(r.relevance)
             if allowed_set is not None and label not in allowed_set:
                 raise DatasetError(f"{source}: qrels label {label} for {r.query_id} {r.doc_id}, expected "
                                    f"a label in {sorted(allowed_set)}")
-            qrels.setdefault(str(r.query_id), {})[str(r.doc_id)] = label
+            yield n, str(r.query_id), str(r.doc_id), label, label
+
+    def fail(where: Any, expected: str, got: Any) -> DatasetError:
+        return DatasetError(f"{source}: qrels row {where}: expected {expected}, got {got!r}")
+
+    with reading(source, "qrels"):  # the qrels files' rule: a pair labelled twice differently is an error
+        pairs, repeats = one_label_per_pair(rows(), fail)
+    qrels: dict[str, dict[str, int]] = {}
+    for (qid, docid), label in pairs.items():
+        qrels.setdefault(qid, {})[docid] = label  # type: ignore[assignment]
+    report_repair(source, "repeated identical qrels rows kept once", repeats, unit="row")
     return qrels
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from .. import arguments
 from ..errors import InputError
 from ..fileio import atomic_write_text
 from . import irds
+from .label_rules import one_label_per_pair
 from .textfile import check_id, clean_lines, iter_lines, report_repair
 
 Qrels = dict[str, dict[str, int]]
@@ -44,29 +44,6 @@ def _qrels_rows(path: str | Path) -> Iterator[tuple[int, str, str, str]]:
         if len(cols) != 4:
             raise InputError(path, lineno, "4 columns 'query_id iteration doc_id label'", line)
         yield lineno, check_id(path, lineno, cols[0], "query id"), check_id(path, lineno, cols[2], "doc id"), cols[3]
-
-
-_ABSENT = object()
-
-
-def one_label_per_pair(rows: Iterable[tuple[Any, str, str, int | None, Any]],
-                       fail: Callable[[Any, str, Any], Exception]) -> tuple[dict[tuple[str, str], int | None], list[Any]]:
-    """The rule every reader of labels shares (files, DataFrames, tuples, dicts): a pair repeated
-    with the same label is kept once, and the repeats' positions are returned to be reported; a
-    pair repeated with another label (an invalid None counts as one) is an error,
-    `fail(position, expected, got)`, since silently picking one would change the evaluation.
-    `rows` are (position, qid, docid, label, what was given)."""
-    out: dict[tuple[str, str], int | None] = {}
-    repeats: list[Any] = []
-    for where, qid, docid, label, given in rows:
-        seen = out.get((qid, docid), _ABSENT)
-        if seen is _ABSENT:
-            out[(qid, docid)] = label
-        elif seen != label:
-            raise fail(where, f"one label per pair ({qid} {docid} was labelled {seen} before)", given)
-        else:
-            repeats.append(where)
-    return out, repeats
 
 
 def read_qrels(path: str | Path, allowed: Iterable[int] | None = None) -> Qrels:
