@@ -466,6 +466,27 @@ def test_default_openai_endpoint_needs_a_key(monkeypatch):
     assert_no_key(repr(b))
 
 
+def test_a_missing_key_on_the_command_line_names_the_option_it_has(tmp_path):
+    """The error names what the user can act on where they are: `--api-key-env` on the command
+    line, `api_key_env` and `api_key_file` in Python or a panel file; one line, exit 2, no call."""
+    import subprocess
+    import sys
+
+    (tmp_path / "q.tsv").write_text("q1\tcats\n")
+    (tmp_path / "c.jsonl").write_text('{"docid": "d1", "text": "cats are felines"}\n')
+    (tmp_path / "p.tsv").write_text("q1\td1\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MY_KEY")}
+    run = subprocess.run([sys.executable, "-m", "judgeblender", "judge", "-q", "q.tsv", "-c", "c.jsonl", "-p",
+                          "p.tsv", "-o", "o.qrels", "-j", "openai:gpt-4o-mini", "--no-progress",
+                          "--api-key-env", "MY_KEY"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2 and run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: no API key for https://api.openai.com/v1: "), run.stderr
+    assert "set the environment variable MY_KEY (--api-key-env" in lines[0] and "api_key_file" in lines[0]
+    assert not (tmp_path / "o.qrels").exists()
+
+
 def test_key_file_permissions(openai_server_factory, tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
     key_file = tmp_path / "key"

@@ -87,8 +87,11 @@ def resolve_api_key(api_key_env: str | None, api_key_file: str | os.PathLike[str
         if value:
             return value
     if public_base_url(base_url) == DEFAULT_BASE_URL:
-        where = f"the environment variable {api_key_env}" if api_key_env else "an environment variable (api_key_env)"
+        # one message for the command line and for Python or a panel file: it names both spellings
+        where = f"the environment variable {api_key_env}" if api_key_env else "an environment variable"
         raise BackendError(
-            f"no API key for {DEFAULT_BASE_URL}: set {where}, or pass api_key_file (a file readable by its owner only)"
+            f"no API key for {DEFAULT_BASE_URL}: set {where} (--api-key-env, or api_key_env in Python or a "
+            f"panel file, names another), or give api_key_file in Python or a panel file (a file readable "
+            f"by its owner only)"
         )
     return None
