@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import signal
 import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
@@ -28,76 +27,14 @@ def run(work: Coroutine[Any, Any, T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:  # the usual case: no loop in this thread (the CLI, a script)
         out: list[T] = []
-        interrupt = _HeldInterrupt(signal.getsignal(signal.SIGINT))
 
         async def main() -> None:
-            interrupt.install()
-            try:
-                out.append(await work)
-            finally:
-                interrupt.uninstall()
+            out.append(await work)
 
-        try:
-            with _frozen_heap():
-                asyncio.run(main())
-        except asyncio.CancelledError:
-            if interrupt.seen:  # cancelled again by the hold: it was Ctrl+C all the same
-                raise KeyboardInterrupt from None
-            raise
-        if interrupt.seen:  # the work ran to its end all the same: it was still interrupted
-            raise KeyboardInterrupt
+        with _frozen_heap():
+            asyncio.run(main())
         return out[0]
     return _in_own_thread(work)
-
-
-class _HeldInterrupt:
-    """Ctrl+C (and SIGTERM, which the CLI hands to the SIGINT handler) held until the run stops.
-
-    asyncio.run's handler cancels the main task once. A library that takes that cancellation for
-    its own (a timeout scope of the HTTP client ending at the same moment, which then uncancels
-    the task) swallows it, and the run went on to its last pair and exited 0: seen once in the
-    suite under load, 80 of 80 pairs judged after SIGINT. This wraps the runner's handler: it
-    remembers the signal, cancels the task again whenever no cancellation is pending while the task
-    runs, and a run that received one ends in KeyboardInterrupt however its task ended (`run`)."""
-
-    HOLD_EVERY_S = 0.05
-
-    def __init__(self, before: Any):
-        self.before = before  # the handler before asyncio.run: the runner installs its own only over Python's
-        self.seen = 0
-        self.inner: Any = None
-        self.task: asyncio.Task | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    def install(self) -> None:
-        """In the running main task, on the main thread, over the handler asyncio.run put there;
-        nothing where the runner put none (a handler of the caller's own, such as a server's, is
-        left to do what it does)."""
-        inner = signal.getsignal(signal.SIGINT)
-        if (threading.current_thread() is not threading.main_thread() or not callable(inner)
-                or inner is self.before):
-            return
-        self.inner, self.task, self.loop = inner, asyncio.current_task(), asyncio.get_running_loop()
-        signal.signal(signal.SIGINT, self._on_sigint)
-
-    def uninstall(self) -> None:
-        """The runner's handler back, so asyncio.run restores Python's own on its way out."""
-        if self.inner is not None and signal.getsignal(signal.SIGINT) == self._on_sigint:
-            signal.signal(signal.SIGINT, self.inner)
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        self.seen += 1
-        if self.seen == 1 and self.loop is not None:
-            self.loop.call_soon_threadsafe(self._hold)
-        self.inner(signum, frame)  # the runner's: cancels the task the first time, raises after
-
-    def _hold(self) -> None:
-        task, loop = self.task, self.loop
-        if task is None or loop is None or task.done():
-            return
-        if task.cancelling() == 0:  # the runner's cancellation was taken back: ask again
-            task.cancel()
-        loop.call_later(self.HOLD_EVERY_S, self._hold)
 
 
 def _in_own_thread(work: Coroutine[Any, Any, T]) -> T:
