@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -15,6 +16,16 @@ from judgeblender.backends import registry  # noqa: E402
 from judgeblender.backends.scripted import ScriptedBackend  # noqa: E402
 
 SHARED_DATA = TESTS.parents[1] / "shared" / "data"
+
+# A suite started as a background job of a script (`make test &`, nohup from a non-interactive
+# shell) inherits SIGINT ignored, as POSIX has a shell do for asynchronous lists without job
+# control; so would every CLI it starts. The tests that send Ctrl+C (tests/test_exit_status.py,
+# tests/test_crash.py, ...) would then see a run judge to its end and exit 0, as the command
+# rightly does when its caller ignores SIGINT. Python's own handler is put back, so the suite
+# judges what a user at a terminal meets wherever it is started (the children get the default
+# action at exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 try:  # property-based tests (the [dev] extra): the same examples on every CI run
     from hypothesis import HealthCheck, settings
