@@ -573,13 +573,13 @@ def test_judging_through_ray_client_on_a_head_started_with_ray_start(ray_client_
     except AssertionError as failed:
         raise AssertionError(f"{failed}\n{ray_client_head.client_server_logs()}") from None
     seconds = time.monotonic() - started
-    rejoins = [line for line in run.stderr.splitlines() if "failed to start for this driver" in line]
+    said = [line for line in run.stderr.splitlines() if "failed to start for this driver" in line]
     # each said with its cause, then joined again: a start the proxy logged as failed, or one whose
     # server died while the proxy looked at it (psutil's traceback, which the proxy does not log)
-    logged = [line for line in rejoins if "(Starting Ray client server failed;" in line]
+    logged = [line for line in said if "(Starting Ray client server failed;" in line]
     assert len(logged) == ray_client_head.failed_server_starts()
-    assert all("psutil." in line for line in rejoins if line not in logged), rejoins
-    rejoins = len(rejoins)
+    assert all("psutil." in line for line in said if line not in logged), said
+    rejoins = len(said)
     assert "Ray: 2 workers of" in run.stderr
     assert (tmp_path / "ray.qrels").read_bytes() == (tmp_path / "local.qrels").read_bytes()
     ray_details = (tmp_path / "ray.qrels.details.jsonl").read_text()

@@ -320,8 +320,9 @@ def test_the_progress_lines_of_a_streamed_run_name_each_window_after_the_first(t
     assert named == [1, 1, 2, 2, 3, 3], res.stderr
 
 
-def test_a_reporter_without_the_window_hook_is_told_only_its_waves(tmp_path, inputs):
-    """The window hook is optional in a Reporter: one written before it still works."""
+def test_any_reporter_hears_each_windows_waves_named_with_their_window(tmp_path, inputs):
+    """A library caller's own Reporter (the four methods, nothing more) is told the windows too:
+    the name is given by the stream, not by each display."""
     from judgeblender.judges import build_judge
     from judgeblender.judges.engine import judge_stream
 
@@ -347,5 +348,10 @@ def test_a_reporter_without_the_window_hook_is_told_only_its_waves(tmp_path, inp
     judge = build_judge(JudgeSpec(model=f"scripted:{model_file(tmp_path)}"))
     waves = Waves()
     totals = judge_stream([judge], pairs, queries, corpus, lambda run, texts: None, reporter=waves, window=5)
-    assert totals.windows == 3 and totals.pairs == 12 and len(waves.labels) >= 3
-    assert all("window" not in label for label, _ in waves.labels)
+    assert totals.windows == 3 and totals.pairs == 12
+    named = [int(m.group(1)) if (m := re.search(r" · window (\d+)$", label)) else 1 for label, _ in waves.labels]
+    assert named == sorted(named) and set(named) == {1, 2, 3}, waves.labels
+    first_wave = {}  # each window's first wave asks every pair of it (a retry wave follows it)
+    for n, (_, total) in zip(named, waves.labels):
+        first_wave.setdefault(n, total)
+    assert first_wave == {1: 5, 2: 5, 3: 2}

@@ -20,8 +20,6 @@ from collections import deque
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-from .progress_widget import window_label
-
 
 FLOOR = 80
 WIDE = 160
@@ -129,7 +127,6 @@ class RichReporter:
         self.invalid = 0
         self.speed = Speed()
         self._first: float | None = None  # a bar not drawn: when the wave's first answer came
-        self._window: int | None = None  # a streamed run's window, from its second (Reporter.window)
 
     def __enter__(self) -> "RichReporter":
         self.progress.start()
@@ -138,12 +135,9 @@ class RichReporter:
     def __exit__(self, *exc) -> None:
         self.progress.stop()
 
-    def window(self, index: int) -> None:
-        self._window = index
-
     def wave(self, label: str, total: int) -> None:
         self.invalid = 0
-        self.task = self.progress.add_task(window_label(label, self._window), total=total, invalid=0, rate="")
+        self.task = self.progress.add_task(label, total=total, invalid=0, rate="")
         self._task = self.progress.tasks[-1]
         self.speed.clear()
         self._first = None

@@ -24,13 +24,6 @@ log = logging.getLogger("judgeblender.progress")
 REDRAW_S = 0.1
 
 
-def window_label(label: str, window: int | None) -> str:
-    """A wave's label with the window it belongs to, from a streamed run's second window on
-    (judges/stats.py, Reporter.window): the first window's waves keep their plain names. Here,
-    the lighter of the two displays' modules, so that both read it without importing each other."""
-    return f"{label} · window {window}" if window and window > 1 else label
-
-
 def in_kernel() -> bool:
     """True inside a running IPython kernel (Jupyter, VS Code, nbclient), not a terminal IPython.
     IPython is looked up, never imported: a script that never loaded it is not in a kernel."""
@@ -102,7 +95,6 @@ class WidgetReporter:
 
         self.box = widgets.VBox([])
         self.wave_now: _Wave | None = None
-        self._window: int | None = None  # a streamed run's window, from its second (Reporter.window)
 
     def __enter__(self) -> "WidgetReporter":
         from IPython.display import display
@@ -113,11 +105,8 @@ class WidgetReporter:
     def __exit__(self, *exc) -> None:
         self.end_wave()
 
-    def window(self, index: int) -> None:
-        self._window = index
-
     def wave(self, label: str, total: int) -> None:
-        self.wave_now = _Wave(window_label(label, self._window), total)
+        self.wave_now = _Wave(label, total)
         self.box.children = (*self.box.children, self.wave_now.row)
 
     def advance(self, invalid: bool) -> None:

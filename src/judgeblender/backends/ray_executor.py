@@ -173,9 +173,8 @@ def client_server_failure(message: str) -> str | None:
     the message says something else (a refused token, a wrong address: nothing to retry)."""
     if CLIENT_SERVER_FAILED in message:
         return CLIENT_SERVER_FAILED
-    if CLIENT_SERVER_START in message:
-        lines = [line.strip() for line in message.splitlines() if line.strip()]
-        return lines[-1] if lines else CLIENT_SERVER_START
+    if CLIENT_SERVER_START in message:  # the traceback's last line names what was raised
+        return message.strip().splitlines()[-1].strip()
     return None
 
 

@@ -16,11 +16,7 @@ from .judgment import Judgment
 
 class Reporter(Protocol):
     """Progress, told as a run goes: a wave of calls starts (with how many it may make), each
-    answer counts, one request needs no call (the store had it), the wave ends.
-
-    A streamed run (stream.py) may also say, before its second window and each one after, which
-    window its next waves belong to (`window`), so that a display can tell the second window's
-    "10000/10000" from the first's. A reporter without that method is told nothing more."""
+    answer counts, one request needs no call (the store had it), the wave ends."""
 
     def wave(self, label: str, total: int) -> None: ...
     def advance(self, invalid: bool) -> None: ...
@@ -41,9 +37,6 @@ class SilentReporter:
         pass
 
     def end_wave(self) -> None:
-        pass
-
-    def window(self, index: int) -> None:
         pass
 
 

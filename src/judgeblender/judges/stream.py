@@ -56,6 +56,29 @@ def check_stream(pairs: Iterable[Pair | tuple[str, str]], queries: Mapping[str, 
     return total, unfit.skipped
 
 
+class InWindow:
+    """A Reporter whose waves are named with the window of a streamed run they belong to, from the
+    second on ("… · grade · window 2"): each window is its own wave of calls, and without the name a
+    run of three windows reads, on any display, as one judge finishing three times."""
+
+    __slots__ = ("reporter", "index")
+
+    def __init__(self, reporter: Reporter, index: int):
+        self.reporter, self.index = reporter, index
+
+    def wave(self, label: str, total: int) -> None:
+        self.reporter.wave(f"{label} · window {self.index}", total)
+
+    def advance(self, invalid: bool) -> None:
+        self.reporter.advance(invalid)
+
+    def answered_from_store(self) -> None:
+        self.reporter.answered_from_store()
+
+    def end_wave(self) -> None:
+        self.reporter.end_wave()
+
+
 @dataclass
 class StreamTotals:
     """What a streamed run keeps after its windows are written: each judge's stats summed over the
@@ -88,14 +111,12 @@ async def judge_windows_async(
     any model call."""
     check_ids(judges)
     reporter = reporter or SilentReporter()
-    say_window = getattr(reporter, "window", None)  # optional in a Reporter (stats.py)
     for index, chunk in enumerate(windows(pairs, window), 1):
-        if index > 1 and say_window is not None:
-            say_window(index)
         texts = window_texts(corpus, (p.docid for p in chunk))
         ok, skipped = resolve_pairs(chunk, queries, texts, skip_missing)
         items = [(p, {"query": queries[p.qid], "passage": texts[p.docid]}) for p in ok]
-        judgments, stats = await judge_items(judges, items, store, reporter)
+        told = reporter if index == 1 else InWindow(reporter, index)
+        judgments, stats = await judge_items(judges, items, store, told)
         yield JudgeRun(pairs=ok, judgments=judgments, stats=stats, skipped=skipped), texts
 
 
