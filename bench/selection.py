@@ -34,7 +34,7 @@ import numpy as np
 
 from judgeblender.blend import BallotTable, load_qrels_ballots
 from judgeblender.blend.select import (
-    STATISTICS, Choice, Selection, CandidateScorer, apply_choice, best_choice, choose, estimates, fast_labels, fit_choice,
+    EXHAUSTIVE_MAX, STATISTICS, Choice, Selection, CandidateScorer, apply_choice, best_choice, choose, estimates, fast_labels, fit_choice,
     gold_array, query_folds, select)
 from judgeblender.blend.votes import ABSTAIN
 from judgeblender.pairs import read_qrels
@@ -226,23 +226,32 @@ class Nested:
         return out
 
 
-NEW_DEFAULT = "new default: auto family, paired-bound rule"
+NEW_DEFAULT = "new default: auto family, paired-bound rule"  # issue 32's, as it was then
+ISSUE37 = "issue 37 default: the out-of-sample decision"
 TODAY = "today: subsets, one-SE (--slow)"
 BEST_MEMBER = "best member chosen the same way"
 
 
-def procedures(explore: bool, subsets: bool = True) -> dict:
-    """The procedures compared: today's default, the new one (the library's defaults), the same
-    optimising alpha, the best member chosen the same way; with `explore`, the other families and
-    rules weighed on the way (issue 32's list)."""
+def procedures(explore: bool, subsets: bool = True, issue37: bool = False) -> dict:
+    """The procedures compared: issue 32's default (then "new"), the same optimising alpha, the best
+    member chosen the same way, the one-SE rule before it; with `explore`, the other families and
+    rules weighed on the way (issue 32's list); with `issue37`, the library's default (issue 37's
+    out-of-sample decision, re-run whole inside each outer fold) beside issue 32's default alone."""
     def sel(**kw):
         return lambda train, train_gold: select(train, train_gold, **{"folds": INNER, **kw})
 
     library = lambda rule: (lambda s: choose(s.candidates, rule, s.members)[0])  # noqa: E731
+
+    def issue32(**kw):  # issue 32's `auto`: every subset up to 8 judges, the ranked family beyond
+        return lambda train, train_gold: select(train, train_gold, **{
+            "folds": INNER, "family": "subsets" if len(train.judges) <= EXHAUSTIVE_MAX else "ranked", **kw})
+
     out = {
-        "default": (sel(), {NEW_DEFAULT: lambda s: s.chosen, BEST_MEMBER: lambda s: s.best_member}),
-        "default-alpha": (sel(optimise="alpha"), {"new default, optimising alpha": lambda s: s.chosen}),
+        "default": (issue32(), {NEW_DEFAULT: lambda s: s.chosen, BEST_MEMBER: lambda s: s.best_member}),
+        "default-alpha": (issue32(optimise="alpha"), {"new default, optimising alpha": lambda s: s.chosen}),
     }
+    if issue37:
+        return {"issue37": (sel(), {ISSUE37: lambda s: s.chosen}), "default": out["default"]}
     if subsets:
         out["today"] = (sel(family="subsets", rule="one-se", slow=True), {TODAY: lambda s: s.chosen})
     if not explore:
@@ -314,7 +323,7 @@ def candidates_searched(table: BallotTable, gold: dict, sizes: Sequence[int], se
     return out
 
 
-TABLE_ROWS = (TODAY, NEW_DEFAULT, "new default, optimising alpha", BEST_MEMBER, "all-member mv (no human label)")
+TABLE_ROWS = (TODAY, ISSUE37, NEW_DEFAULT, "new default, optimising alpha", BEST_MEMBER, "all-member mv (no human label)")
 
 
 def markdown(results: dict) -> str:
@@ -357,6 +366,8 @@ def main() -> None:
                     help="only today's rule, the new default (and optimising alpha), the best member and the vote")
     ap.add_argument("--no-subsets-on-synthetic", action="store_true",
                     help="skip the subsets family (today's rule) on the synthetic juries (its greedy search is slow)")
+    ap.add_argument("--issue37", action="store_true",
+                    help="only the library's default (issue 37) beside issue 32's, the best member and the vote")
     ap.add_argument("--markdown", action="store_true", help="print the docs tables from --out and stop")
     args = ap.parse_args()
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -378,13 +389,14 @@ def main() -> None:
         started = time.perf_counter()
         table, gold, subsets = make()
         nested = Nested(table, gold)
-        nested.run(procedures(not args.quick, subsets))
+        nested.run(procedures(not (args.quick or args.issue37), subsets, args.issue37))
         out = nested.report()
         out["judges"] = list(table.judges)
         if name.startswith("synthetic"):
             out["candidates_searched"] = candidates_searched(table, gold, (0, 10, 30, 100, 300, 1000, 3000))
         out["total_seconds"] = round(time.perf_counter() - started, 1)
-        out["command"] = "PYTHONPATH=src python bench/selection.py --only " + name + (" --quick" if args.quick else "")
+        out["command"] = ("PYTHONPATH=src python bench/selection.py --only " + name + (" --quick" if args.quick else "")
+                          + (f" --issue37 --out {args.out.resolve().relative_to(ROOT)}" if args.issue37 else ""))
         results[name] = out
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1) + "\n")

@@ -19,7 +19,8 @@ from pathlib import Path
 from openai_server import OpenAITestServer
 
 from judgeblender.blend import BallotTable
-from judgeblender.panels.calibrate import MIN_PAIRS, MIN_QUERIES, MIN_SEED_TEXT, calibrate, seed_shortfall
+from judgeblender.blend.seed_rules import MIN_PAIRS, MIN_QUERIES, MIN_SEED_TEXT, seed_shortfall
+from judgeblender.panels.calibrate import calibrate
 from judgeblender.panels.panel import load_panel
 from judgeblender.panels.panel_file import load_blend_panel
 

@@ -40,7 +40,7 @@ def test_every_fast_aggregator_gives_blenders_labels_on_random_votes_with_absten
 
 def test_the_perfect_judge_alone_is_chosen_over_blends_that_tie_it_because_it_is_cheapest():
     table, gold = seed_set()
-    sel = select(table, gold, folds=5, slow=False)
+    sel = select(table, gold, folds=5, slow=False, family="subsets")
     assert sel.search == "exhaustive" and sel.subsets == 15
     assert sel.chosen.label == "member perfect"
     assert sel.chosen.mean == pytest.approx(1.0) and sel.chosen.cost == 1.0
@@ -48,7 +48,7 @@ def test_the_perfect_judge_alone_is_chosen_over_blends_that_tie_it_because_it_is
 
 def test_a_price_on_the_perfect_judge_moves_the_choice_to_a_cheaper_panel_when_within_one_se():
     table, gold = seed_set()
-    sel = select(table, gold, folds=5, slow=False, costs={"perfect": 10.0})
+    sel = select(table, gold, folds=5, slow=False, costs={"perfect": 10.0}, family="subsets")
     # lenient alone (gold+1) is cheap but poor; the frontier starts cheap and rises in kappa and cost
     costs = [c.cost for c in sel.frontier]
     means = [c.mean for c in sel.frontier]
@@ -66,17 +66,29 @@ def test_beyond_the_exhaustive_limit_the_search_is_greedy_and_still_finds_the_pe
 
 def test_frontier_keeps_only_candidates_that_beat_every_cheaper_one():
     table, gold = seed_set()
-    sel = select(table, gold, folds=5, slow=False)
+    sel = select(table, gold, folds=5, slow=False, family="subsets")
     front = frontier(sel.candidates)
     assert [c.label for c in front] == ["member perfect"]
 
 
 def test_nested_selection_scores_each_outer_fold_on_queries_it_was_not_chosen_on():
     table, gold = seed_set()
-    rep = nested_select(table, gold, outer=5, inner=4, slow=False)
+    rep = nested_select(table, gold, outer=5, inner=4, slow=False, family="subsets")
     assert len(rep.folds) == 5
     seen = [q for f in rep.folds for q in f.test_queries]
     assert sorted(seen) == sorted(gold) and len(seen) == len(set(seen))
     assert rep.pooled_chosen == pytest.approx(1.0)
     assert rep.best_member == ("perfect", pytest.approx(1.0))
     assert all(f.chosen == "member perfect" for f in rep.folds)
+
+
+def test_all_fixed_rules_at_once_equal_each_rule_alone_with_abstentions():
+    from judgeblender.blend.select import fixed_labels, _counts
+
+    rng = np.random.default_rng(7)
+    for n_judges in (1, 2, 5):
+        labels = rng.integers(-1, 4, size=(300, n_judges))
+        together = fixed_labels(labels, _counts(labels))
+        for _, method, tie in FAST_RULES:
+            if method != "weighted":
+                assert together[(method, tie)].tolist() == fast_labels(labels, method, tie).tolist(), (method, tie)

@@ -66,18 +66,35 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..kappa import alpha_ordinal_from_confusion, fold_mean_se, kappa_from_confusion
+from .seed_rules import chance_alert, too_small
 from .blender import Blender, fitted_blender
 from .calibrate import learn_thresholds
 from .votes import ABSTAIN, LABELS, N_LABELS, BallotTable
 
 EXHAUSTIVE_MAX = 8  # candidate judges up to which every subset is scored
 DEFAULT_TIME_LIMIT = 120.0  # seconds for a greedy search
-FAMILIES = ("auto", "ranked", "subsets")
+FAMILIES = ("auto", "order", "single", "ranked", "subsets")
 RULES = ("paired-bound", "best", "one-se")
 PAIRED_SAMPLES, PAIRED_Z = 200, 1.0  # the paired-bound rule: query resamples, standard errors
 STATISTICS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "kappa": kappa_from_confusion, "alpha": alpha_ordinal_from_confusion}
 DEFAULT_FAMILY, DEFAULT_RULE, DEFAULT_OPTIMISE = "auto", "paired-bound", "kappa"
+# The out-of-sample comparison (nested estimate). From MIN_OUTER_QUERIES labelled queries, 5 outer
+# folds each hold out 2 queries or more and choose on 8 or more: below that an outer fold would
+# hold out one query, whose kappa alone is mostly noise, so the default seats one judge instead.
+# Figures from fewer than 20 queries are rough: their intervals, always shown, say how rough.
+MIN_OUTER_QUERIES = 10
+DEFAULT_OUTER = 5
+BOOTSTRAP = 1000  # query resamples for the nested estimate's intervals
+# The default's decision (`decide`): the procedures it weighs, simplest first.
+PROCEDURES = ("single", "order", "rich")
+# With more judges than this, the order family is the baseline the others must beat, not one judge:
+# the best of J judges ranked on a small seed leads its true standing by about sqrt(2 ln J) standard
+# errors (the maximum of J noisy figures), 2 at 8 judges and growing, while a vote of the top k
+# averages that luck away. Up to 8, every subset is searched (EXHAUSTIVE_MAX) and judges differ
+# enough that the best one alone is a baseline a panel must beat.
+MANY_JUDGES = 8
+DECISION_Z = 1.0  # a procedure replaces the baseline when it beats it by more than this many standard errors
 
 # (candidate name, method, tie) of the fast aggregators, computed on label matrices in numpy.
 FAST_RULES: tuple[tuple[str, str, str], ...] = (
@@ -96,6 +113,10 @@ SLOW_RULES: tuple[tuple[str, str, str], ...] = (
     ("prob-expected", "prob-expected", "avg"),
     ("dawid-skene", "dawid-skene", "avg"),
 )
+# The order family (issue 37): order statistics and votes of the top k judges by seed figure, two
+# rules x k: few degrees of freedom (the ranking and k), so what it chose on 20 queries holds on
+# others; the default's fallback with many judges.
+ORDER_RULES: tuple[tuple[str, str, str], ...] = (("median(avg)", "median", "avg"), ("mv(avg)", "mv", "avg"))
 # Not searched: glad (about 23 s per fit on LLMJudge dev's 7 judges x 7,263 pairs); `blend --method glad` has it.
 SIMPLICITY = {"member": 0, "fixed": 1, "learned": 2}
 
@@ -113,11 +134,11 @@ def check_choice_args(family: str, rule: str, optimise: str, folds: int) -> None
 # ---- vectorised aggregators on a label matrix (pairs x judges, ABSTAIN where no vote) ----
 
 def _counts(labels: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    w = np.ones(labels.shape[1]) if weights is None else np.asarray(weights, dtype=float)
-    out = np.zeros((labels.shape[0], N_LABELS))
-    for k in range(N_LABELS):
-        out[:, k] = (labels == k) @ w
-    return out
+    """(rows x labels) votes for each label, each judge counting its weight (1 without weights)."""
+    onehot = labels[:, :, None] == np.arange(N_LABELS)
+    if weights is None:
+        return onehot.sum(axis=1).astype(float)
+    return np.einsum("nkl,k->nl", onehot, np.asarray(weights, dtype=float))
 
 
 def _tie_pick(top: np.ndarray, tie: str) -> np.ndarray:
@@ -134,16 +155,19 @@ def _tie_pick(top: np.ndarray, tie: str) -> np.ndarray:
     raise ArgumentError("tie", "a tie rule the fast path has", tie)
 
 
-def fast_labels(labels: np.ndarray, method: str, tie: str = "avg", weights: np.ndarray | None = None) -> np.ndarray:
-    """The blend of every row (ABSTAIN where nobody voted), equal to Blender's on label-only votes."""
+def fast_labels(labels: np.ndarray, method: str, tie: str = "avg", weights: np.ndarray | None = None,
+                scores: np.ndarray | None = None) -> np.ndarray:
+    """The blend of every row (ABSTAIN where nobody voted), equal to Blender's on label-only votes.
+    `scores`: mv's and weighted's vote counts (`_counts`) when the caller already has them."""
     voted = labels != ABSTAIN
     k = voted.sum(axis=1)
     out = np.full(labels.shape[0], ABSTAIN)
     has = k > 0
     if method in ("mv", "weighted"):
-        scores = _counts(labels, weights)
+        scores = _counts(labels, weights) if scores is None else scores
         best = scores.max(axis=1)
-        top = np.isclose(scores, best[:, None], rtol=1e-9, atol=1e-12) & (best[:, None] > 0)
+        # equal within a relative 1e-9 (as math.isclose), so float weights that sum alike tie
+        top = (scores >= best[:, None] - 1e-9 * np.maximum(np.abs(best[:, None]), 1e-3)) & (best[:, None] > 0)
         pick = _tie_pick(top, tie)
         has = has & (best > 0)
         out[has] = pick[has]
@@ -168,6 +192,28 @@ def fast_labels(labels: np.ndarray, method: str, tie: str = "avg", weights: np.n
         out[rows] = _tie_pick(top, tie)
     else:
         raise ArgumentError("method", "a method the fast path has", method)
+    return out
+
+
+def fixed_labels(labels: np.ndarray, counts: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+    """Every fixed FAST_RULES aggregator's labels at once, sharing what they have in common (the
+    vote counts and the tied top labels of mv's three tie rules, the votes' sum for av): equal to
+    fast_labels rule by rule, at a fraction of the passes over the rows."""
+    voted = labels != ABSTAIN
+    k = voted.sum(axis=1)
+    has = k > 0
+    out: dict[tuple[str, str], np.ndarray] = {}
+    best = counts.max(axis=1)
+    top = (counts == best[:, None]) & (best[:, None] > 0)
+    for tie in ("avg", "min", "max"):
+        out[("mv", tie)] = np.where(has & (best > 0), _tie_pick(top, tie), ABSTAIN)
+    total = np.where(voted, labels, 0).sum(axis=1)
+    safe_k = np.maximum(k, 1)
+    out[("av", "avg")] = np.where(has, (2 * total + k) // (2 * safe_k), ABSTAIN)
+    out[("av-even", "avg")] = np.where(has, np.round(total / safe_k).astype(int), ABSTAIN)
+    out[("min", "avg")] = np.where(has, np.where(voted, labels, N_LABELS).min(axis=1), ABSTAIN)
+    out[("max", "avg")] = np.where(has, labels.max(axis=1), ABSTAIN)
+    out[("median", "avg")] = fast_labels(labels, "median", "avg")
     return out
 
 
@@ -198,6 +244,13 @@ class Choice:
     weights: dict[str, float] | None = None
     thresholds: tuple[float, ...] | None = None
     top: int | None = None  # ranked family: the top `top` judges, re-ranked inside every fold
+    missed: int = 0  # labelled seed pairs it left unlabelled (scored as disagreements: `scored`)
+
+    @property
+    def coverage(self) -> float:
+        """The share of the labelled seed pairs it labelled (held out)."""
+        n = int(self.confusion.sum())
+        return (n - self.missed) / n if n else float("nan")
 
     @property
     def label(self) -> str:
@@ -218,6 +271,11 @@ class Choice:
     @property
     def fold_kappas(self) -> list[float]:
         return self.fold_values("kappa")
+
+    @cached_property
+    def kappa_mean_se(self) -> tuple[float, float]:
+        """Mean and standard error of the per-fold kappas (what the no-chance finding reads)."""
+        return fold_mean_se(self.fold_kappas)
 
     @cached_property
     def _mean_se(self) -> tuple[float, float]:
@@ -249,6 +307,41 @@ class Choice:
         return (self.cost, len(self.judges), SIMPLICITY[self.kind], -self.mean)
 
 
+def prime(candidates: Sequence[Choice]) -> None:
+    """Every candidate's figures (pooled, per fold, their mean and standard error) computed in one
+    vectorised pass and cached on it, rather than one statistic call per candidate and fold: the
+    rules and the frontier read them for thousands of candidates. Candidates of one scorer share
+    their folds and statistic."""
+    groups: dict[tuple[int, str], list[Choice]] = {}
+    for c in candidates:
+        groups.setdefault((id(c.folds), c.optimise), []).append(c)
+    for (_, statistic), group in groups.items():
+        conf = np.stack([c.confusion for c in group])  # (C, Q, 4, 4)
+        folds = group[0].folds
+        deal = (folds[None, :] == np.arange(int(folds.max()) + 1)[:, None]).astype(np.int64)  # (F, Q)
+        fold_conf = np.einsum("fq,cqij->cfij", deal, conf)
+        pooled = fold_statistic(conf.sum(axis=1), statistic)
+        stats = {s: _mean_se_rows(fold_statistic(fold_conf, s)) for s in {statistic, "kappa"}}  # (C, F) each
+        for i, c in enumerate(group):
+            c.__dict__["fold_confusion"] = fold_conf[i]
+            c.__dict__["_mean_se"] = (float(stats[statistic][0][i]), float(stats[statistic][1][i]))
+            c.__dict__["kappa_mean_se"] = (float(stats["kappa"][0][i]), float(stats["kappa"][1][i]))
+            c.__dict__["value"] = float(pooled[i])
+
+
+def _mean_se_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """fold_mean_se of each row at once: NaN folds left out; NaN mean without a fold, NaN error
+    with fewer than two."""
+    finite = np.isfinite(values)
+    n = finite.sum(axis=1)
+    v = np.where(finite, values, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = v.sum(axis=1) / n
+        dev = np.where(finite, values - mean[:, None], 0.0)
+        se = np.sqrt((dev ** 2).sum(axis=1) / (n - 1)) / np.sqrt(n)
+    return np.where(n > 0, mean, np.nan), np.where(n > 1, se, np.nan)
+
+
 @dataclass
 class Selection:
     candidates: list[Choice]
@@ -267,11 +360,27 @@ class Selection:
     family: str = DEFAULT_FAMILY
     rule: str = DEFAULT_RULE
     optimise: str = DEFAULT_OPTIMISE
+    notes: list[str] = field(default_factory=list)  # judges left out or seated once, and why
+    no_chance: str | None = None  # the seed_rules finding: no candidate beats chance on this seed
+    decision: Decision | None = None  # family "auto": the out-of-sample comparison that chose the family
 
     @property
     def best_member(self) -> Choice | None:
         """The single judge the same rule picks among the judges alone."""
         return choose(self.members, self.rule, self.members)[0]
+
+    def alerts(self) -> list[str]:
+        """The findings a user must act on, one line each (the CLI prints them as `warning:`)."""
+        out = [w for w in self.warnings if w.startswith("the seed set is too small")]
+        return out + [a for a in (self.no_chance, self.decision.tell_apart if self.decision else None) if a]
+
+
+def scored(pred: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The label a choice is scored with on pairs with a human label `y`: its own, or, where it
+    gave none (ABSTAIN), the label farthest from the human's. At scale a pair the panel leaves
+    unlabelled is a hole, never an agreement, so a judge that labels few seed pairs cannot win on
+    those alone; farthest, so that alpha gives it no credit for a near miss either."""
+    return np.where(pred == ABSTAIN, np.where(y <= 1, N_LABELS - 1, 0), pred)
 
 
 def gold_array(table: BallotTable, gold: Mapping[str, Mapping[str, int]]) -> np.ndarray:
@@ -300,12 +409,30 @@ def rank_order(values: np.ndarray) -> np.ndarray:
     return np.argsort(-np.nan_to_num(np.asarray(values, dtype=float), nan=-np.inf), kind="stable")
 
 
+class FixedLabels:
+    """The fixed aggregators' labels (`fixed_labels`) of judge subsets on one table, computed once
+    per subset and sliced for the tables made of its rows. The default's decision searches every
+    subset on each outer fold's training queries and then on the whole seed; a fixed rule's label
+    of a pair does not depend on which other pairs are in the table, so each is computed once."""
+
+    def __init__(self, table: BallotTable):
+        self.table = table
+        self._by_subset: dict[tuple[str, ...], dict[tuple[str, str], np.ndarray]] = {}
+
+    def of(self, judges: tuple[str, ...], rows: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
+        if judges not in self._by_subset:
+            labels = self.table.labels[:, [self.table.judges.index(j) for j in judges]].astype(int)
+            self._by_subset[judges] = {k: v.astype(np.int8) for k, v in fixed_labels(labels, _counts(labels)).items()}
+        return {k: v[rows].astype(int) for k, v in self._by_subset[judges].items()}
+
+
 class CandidateScorer:
-    """Held-out labels of candidates on one seed set split into query folds, as confusion counts."""
+    """Held-out labels of candidates on one seed set split into query folds, as confusion counts.
+    `fixed`: the parent table's FixedLabels and the rows of it that `table` holds, in order."""
 
     def __init__(self, table: BallotTable, y: np.ndarray, folds: list[list[str]], seed: int,
-                 optimise: str = DEFAULT_OPTIMISE):
-        self.table, self.y, self.seed, self.optimise = table, y, seed, optimise
+                 optimise: str = DEFAULT_OPTIMISE, fixed: tuple[FixedLabels, np.ndarray] | None = None):
+        self.table, self.y, self.seed, self.optimise, self.fixed = table, y, seed, optimise, fixed
         queries = [q for f in folds for q in f]
         self.fold_of_query = np.repeat(np.arange(len(folds)), [len(f) for f in folds])
         index = {q: i for i, q in enumerate(queries)}
@@ -321,16 +448,18 @@ class CandidateScorer:
         self._fold_weights: list[np.ndarray] | None = None
 
     def confusion(self, pred: np.ndarray) -> np.ndarray:
-        """(queries, 4, 4) counts of (human label, predicted label) over the labelled pairs that
-        `pred` labels (every pair's held-out label, ABSTAIN where none)."""
-        ok = self.labelled & (pred != ABSTAIN)
-        cells = (self.query_of_row[ok] * N_LABELS + self.y[ok]) * N_LABELS + pred[ok]
+        """(queries, 4, 4) counts of (human label, scored label) over every labelled pair, from
+        `pred` (every pair's held-out label, ABSTAIN where none): an abstention is scored as a
+        disagreement (`scored`), so coverage counts."""
+        ok = self.labelled
+        cells = (self.query_of_row[ok] * N_LABELS + self.y[ok]) * N_LABELS + scored(pred[ok], self.y[ok])
         return np.bincount(cells, minlength=self.n_queries * N_LABELS * N_LABELS).reshape(-1, N_LABELS, N_LABELS)
 
     def choice(self, name: str, judges: tuple[str, ...], method: str, tie: str, kind: str, pred: np.ndarray,
                cost: float, **extra) -> Choice:
+        missed = int((self.labelled & (pred == ABSTAIN)).sum())
         return Choice(name, judges, method, tie, kind, self.confusion(pred), cost, self.fold_of_query,
-                      self.optimise, **extra)
+                      self.optimise, missed=missed, **extra)
 
     def held_out(self, per_fold: Sequence[np.ndarray]) -> np.ndarray:
         """One label per pair, each fold's pairs taken from the prediction made for that fold."""
@@ -363,16 +492,20 @@ class CandidateScorer:
         if self._fold_weights is None:  # every judge's learned weight per fold, once for all subsets
             self._fold_weights = [self.member_weights(self.table.judges, ~rows & self.labelled) for rows in self.fold_rows]
         cols = [self.col[j] for j in judges]
+        onehot = (labels[:, :, None] == np.arange(N_LABELS)).astype(float)  # the weights' vote counts
+        fixed = (self.fixed[0].of(judges, self.fixed[1]) if self.fixed is not None
+                 else fixed_labels(labels, onehot.sum(axis=1)))
         for name, method, tie in FAST_RULES:
-            if method == "weighted":
-                preds = []
-                for weights in self._fold_weights:
+            if method == "weighted":  # each fold's pairs weighted by the weights learned on the other folds
+                held = np.full(len(labels), ABSTAIN)
+                for rows, weights in zip(self.fold_rows, self._fold_weights):
                     w = weights[cols]
-                    preds.append(fast_labels(labels, "weighted", tie, w) if w.any() else np.full(len(labels), ABSTAIN))
-                out.append(self.choice(name, judges, method, tie, "learned", self.held_out(preds), cost,
-                                       learner="weights"))
+                    if w.any():
+                        held[rows] = fast_labels(labels[rows], "weighted", tie,
+                                                 scores=np.einsum("nkl,k->nl", onehot[rows], w))
+                out.append(self.choice(name, judges, method, tie, "learned", held, cost, learner="weights"))
             else:
-                out.append(self.choice(name, judges, method, tie, "fixed", fast_labels(labels, method, tie), cost))
+                out.append(self.choice(name, judges, method, tie, "fixed", fixed[(method, tie)], cost))
         return out
 
     def on_frontier(self, judges: tuple[str, ...], costs: Mapping[str, float], slow: bool,
@@ -425,10 +558,12 @@ class CandidateScorer:
         cuts = np.asarray(learn_thresholds(score[fit], self.y[fit]))
         return np.where(np.isnan(score), ABSTAIN, np.searchsorted(cuts, np.nan_to_num(score), side="right"))
 
-    def ranked(self, judges: tuple[str, ...], costs: Mapping[str, float]) -> list[Choice]:
-        """The ranked family: for every k, the top k judges by seed score with every RANKED_RULES
-        aggregator. Within each fold the judges are ranked on the training queries only, and the
-        learned parts are fitted there, so each candidate is scored as the whole procedure."""
+    def ranked(self, judges: tuple[str, ...], costs: Mapping[str, float],
+               rules: Sequence[tuple[str, str, str]] = RANKED_RULES) -> list[Choice]:
+        """The ranked family (and the order family, with ORDER_RULES): for every k, the top k
+        judges by seed score with every one of `rules`. Within each fold the judges are ranked on
+        the training queries only, and the learned parts are fitted there, so each candidate is
+        scored as the whole procedure."""
         cols = np.array([self.col[j] for j in judges])
         labels = self.table.labels[:, cols].astype(int)
         expect = self.expectations()[:, cols]
@@ -436,7 +571,7 @@ class CandidateScorer:
         member_conf = np.stack([self.confusion(labels[:, i]) for i in range(len(judges))])  # (J, Q, 4, 4)
         stat = STATISTICS[self.optimise]
         whole = rank_order(stat(member_conf.sum(axis=1)))
-        n, m = len(judges), len(RANKED_RULES)
+        n, m = len(judges), len(rules)
         preds = np.full((n, m, self.table.n_pairs), ABSTAIN, dtype=np.int8)  # per k and rule: every pair's held-out label
         for f, rows in enumerate(self.fold_rows):
             train_conf = member_conf[:, self.fold_of_query != f].sum(axis=1)
@@ -449,7 +584,7 @@ class CandidateScorer:
             count = np.cumsum(voted[:, order], axis=1)
             for k in range(1, n + 1):
                 sub = test_labels[:, :k]
-                for r, (_, method, tie) in enumerate(RANKED_RULES):
+                for r, (_, method, tie) in enumerate(rules):
                     if method == "weighted":
                         w = weights[:k]
                         out = fast_labels(sub, "weighted", tie, w) if w.any() else np.full(len(sub), ABSTAIN)
@@ -464,11 +599,11 @@ class CandidateScorer:
         for k in range(1, n + 1):
             members = tuple(judges[i] for i in whole[:k])
             cost = float(sum(costs[j] for j in members))
-            rules = enumerate(RANKED_RULES)
+            scored_rules = enumerate(rules)
             if k == 1:  # one judge: every vote rule is its own label; learned cut points can still relabel it
                 result.append(self.choice("member", members, "mv", "avg", "member", preds[0, 0], cost, top=1))
-                rules = [(r, rule) for r, rule in rules if rule[1] == "prob-expected"]
-            for r, (name, method, tie) in rules:
+                scored_rules = [(r, rule) for r, rule in scored_rules if rule[1] == "prob-expected"]
+            for r, (name, method, tie) in scored_rules:
                 learner = {"weighted": "weights", "prob-expected": "thresholds"}.get(method)
                 result.append(self.choice(name, members, method, tie, "learned" if learner else "fixed", preds[k - 1, r],
                                           cost, learner=learner, top=k))
@@ -545,47 +680,96 @@ def choose(candidates: Sequence[Choice], rule: str = DEFAULT_RULE, members: Sequ
     return best_choice(candidates)
 
 
+def screen_judges(table: BallotTable, y: np.ndarray, judges: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
+    """The judges a selection can seat, and a note for each one it cannot: a judge that labelled
+    none of the seed's labelled pairs is left out (nothing says how good it is), and judges whose
+    labels are identical on every pair are considered once, as the first of them (seating both
+    would count one opinion twice)."""
+    labelled = y >= 0
+    notes, kept, seen = [], [], {}
+    n = int(labelled.sum())
+    for j in judges:
+        col = table.labels[:, table.judges.index(j)]
+        if not ((col != ABSTAIN) & labelled).any():
+            notes.append(f"{j} labelled none of the {n} labelled seed pairs: left out")
+            continue
+        key = col.tobytes()
+        if key in seen:
+            notes.append(f"{j} gives the same label as {seen[key]} on every pair: considered once, as {seen[key]}")
+            continue
+        seen[key] = j
+        kept.append(j)
+    return tuple(kept), notes
+
+
 def select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, folds: int = 5,
            costs: Mapping[str, float] | None = None, family: str = DEFAULT_FAMILY, rule: str = DEFAULT_RULE,
            optimise: str = DEFAULT_OPTIMISE, exhaustive_max: int = EXHAUSTIVE_MAX,
            time_limit: float = DEFAULT_TIME_LIMIT, slow: bool = False, seed: int = 0,
-           candidates: Sequence[str] | None = None, fold_queries: Sequence[Sequence[str]] | None = None) -> Selection:
-    """Score a family of candidate panels on held-out query folds and choose one (module docstring).
-    `candidates`: the judges to choose among (default every judge of the table); `fold_queries`:
-    the query folds to use instead of the round-robin deal (a bench's repeated splits)."""
+           candidates: Sequence[str] | None = None, fold_queries: Sequence[Sequence[str]] | None = None,
+           outer: int | None = None, bootstrap: int = BOOTSTRAP, confidence: float = 0.95,
+           progress: Callable[[str], None] | None = None,
+           fixed: tuple[FixedLabels, np.ndarray] | None = None) -> Selection:
+    """Choose a panel on a human seed (module docstring). `family="auto"` (the default) lets an
+    out-of-sample comparison decide between one judge, the order family and the richer family
+    (`decide`: `outer` outer query folds, None for the default); any other family is scored on
+    held-out query folds and chosen by `rule`. `candidates`: the judges to choose among (default
+    every judge of the table); `fold_queries`: the query folds to use instead of the round-robin
+    deal (a bench's repeated splits); `fixed`: fixed rules' labels computed on a table `table` is
+    made of (FixedLabels, and the rows of it `table` holds). The seed minimums of plain
+    `calibrate` (seed_rules) apply: below them nothing is chosen (`chosen` None, a warning says why)."""
     check_choice_args(family, rule, optimise, folds)
     start = time.monotonic()
     judges = tuple(candidates or table.judges)
     unknown = [j for j in judges if j not in table.judges]
     if unknown:
         raise ArgumentError("candidates", "judges of the table (" + ", ".join(table.judges) + ")", unknown)
-    costs = {j: float((costs or {}).get(j, 1.0)) for j in judges}
     y = gold_array(table, gold)
     n_queries = len({q for (q, _), g in zip(table.pairs, y) if g >= 0})
     if n_queries < 2:
         raise ArgumentError("gold", "labels of at least 2 queries (selection folds by query)",
                             described=f"labels of {n_queries}")
+    judges, notes = screen_judges(table, y, judges)
+    if not judges:
+        raise ArgumentError("gold", "human labels on pairs that some judge labelled", described="none such")
+    costs = {j: float((costs or {}).get(j, 1.0)) for j in judges}
+    if family == "auto":
+        sel = decide(table, gold, judges=judges, folds=folds, costs=costs, rule=rule, optimise=optimise,
+                     exhaustive_max=exhaustive_max, time_limit=time_limit, slow=slow, seed=seed, outer=outer,
+                     bootstrap=bootstrap, confidence=confidence, progress=progress)
+        sel.notes[:0] = notes
+        sel.seconds = time.monotonic() - start
+        return sel
     if fold_queries is None:
         fold_queries = query_folds(table, y, max(2, min(folds, n_queries)))
     fold_queries = [list(f) for f in fold_queries if len(f)]
-    scorer = CandidateScorer(table, y, fold_queries, seed, optimise)
+    scorer = CandidateScorer(table, y, fold_queries, seed, optimise, fixed)
     warnings: list[str] = []
     members = [scorer.member(j, costs[j]) for j in judges]
     all_vote = scorer.choice("mv(avg)", judges, "mv", "avg", "fixed",
                              fast_labels(table.labels[:, [scorer.col[j] for j in judges]], "mv", "avg"),
                              float(sum(costs.values())))
-    if family == "auto":  # every subset while that is few enough to search; the ranked family beyond
-        family = "subsets" if len(judges) <= exhaustive_max else "ranked"
-    if family == "ranked":
-        everything = scorer.ranked(judges, costs)
-        search, n_subsets = "ranked", len(judges)
+    if family == "single":
+        everything, search, n_subsets = list(members), "members", len(judges)
+    elif family in ("ranked", "order"):
+        everything = scorer.ranked(judges, costs, ORDER_RULES if family == "order" else RANKED_RULES)
+        search, n_subsets = family, len(judges)
     else:
         everything, search, n_subsets = _search_subsets(scorer, judges, costs, exhaustive_max, time_limit, slow,
                                                         start, warnings)
-    chosen_c, best = choose(everything, rule, members, seed)
+    prime([*everything, *members, all_vote])
+    n_pairs = int((y >= 0).sum())
+    small = too_small(n_queries, n_pairs)
+    if small:
+        warnings.append(small)
+        chosen_c = best = None
+    else:
+        chosen_c, best = choose(everything, rule, members, seed)
+    no_chance = None if small else chance_alert(
+        ((c.label, *c.kappa_mean_se) for c in everything), n_pairs)
     return Selection(everything, chosen_c, best, frontier(everything), search, n_subsets, len(fold_queries),
-                     n_queries, int((y >= 0).sum()), time.monotonic() - start, warnings, members, all_vote, family,
-                     rule, optimise)
+                     n_queries, n_pairs, time.monotonic() - start, warnings, members, all_vote, family,
+                     rule, optimise, notes, no_chance)
 
 
 def _search_subsets(scorer: CandidateScorer, judges: tuple[str, ...], costs: Mapping[str, float], exhaustive_max: int,
@@ -594,17 +778,21 @@ def _search_subsets(scorer: CandidateScorer, judges: tuple[str, ...], costs: Map
     (and with `slow` the slow rules) on the frontier subsets."""
     scored: dict[tuple[str, ...], list[Choice]] = {}
 
-    def score(subset: Sequence[str]) -> float:
+    def score(subset: Sequence[str], primed: bool = True) -> float:
         key = tuple(j for j in judges if j in subset)
         if key not in scored:
             scored[key] = scorer.fast(key, costs)
+            if not primed:
+                return float("nan")
+            prime(scored[key])
         return max((c.mean for c in scored[key] if math.isfinite(c.mean)), default=float("-inf"))
 
     if len(judges) <= exhaustive_max:
         search = "exhaustive"
         for r in range(1, len(judges) + 1):
             for subset in itertools.combinations(judges, r):
-                score(subset)
+                score(subset, primed=False)
+        prime([c for cs in scored.values() for c in cs])  # one vectorised pass for every candidate
     else:
         search = "greedy"
         chosen: list[str] = []
@@ -654,19 +842,22 @@ def apply_choice(c: Choice, table: BallotTable, seed: int = 0) -> np.ndarray:
     sub = table.only_judges(list(c.judges))
     if c.kind == "member":
         return sub.labels[:, 0].astype(int)
+    fast = {m for _, m, _ in FAST_RULES}
+    if sub.probs is None and c.method in fast and c.tie in ("avg", "min", "max") and (
+            c.method != "weighted" or c.weights is not None):  # label-only votes: the vectorised equal of Blender
+        w = np.array([c.weights.get(j, 0.0) for j in c.judges]) if c.method == "weighted" else None
+        if w is None or w.any():
+            return fast_labels(sub.labels.astype(int), c.method, c.tie, w)
     lab = blender_of(c, seed).blend(sub).labels
     return np.array([ABSTAIN if v is None else v for v in lab])
 
 
-MIN_OUTER_QUERIES = 20  # below this many labelled queries the nested estimate is not run by default
-DEFAULT_OUTER = 5
-BOOTSTRAP = 1000  # query resamples for the nested estimate's intervals
 
 
 def outer_folds_for(n_queries: int, outer: int | None) -> tuple[int, str | None]:
     """(outer folds to run, why none are run). `outer` None: DEFAULT_OUTER when the seed has at
-    least MIN_OUTER_QUERIES labelled queries. With fewer, each outer fold would hold out under 4
-    queries and choose on under 16, so the estimate would mostly say which queries fell where."""
+    least MIN_OUTER_QUERIES labelled queries. With fewer, an outer fold would hold out a single
+    query, so the estimate would mostly say which query fell where."""
     if outer is not None:
         if isinstance(outer, bool) or not isinstance(outer, int) or outer < 0 or outer == 1:
             raise ArgumentError("outer", "0 (no nested estimate) or an integer of at least 2", outer)
@@ -681,7 +872,7 @@ def outer_folds_for(n_queries: int, outer: int | None) -> tuple[int, str | None]
         return outer, None
     if n_queries < MIN_OUTER_QUERIES:
         return 0, (f"{n_queries} labelled queries, under the {MIN_OUTER_QUERIES} the nested estimate needs "
-                   f"({DEFAULT_OUTER} outer folds would each hold out under 4 queries and choose on under 16)")
+                   f"({DEFAULT_OUTER} outer folds would each hold out a single query)")
     return DEFAULT_OUTER, None
 
 
@@ -787,11 +978,11 @@ class NestedReport:
                                 for k, d in self.differences.items()}}
 
 
-def estimates(named: Mapping[str, np.ndarray], bootstrap: int, seed: int, confidence: float
-              ) -> tuple[dict[str, Estimate], dict[str, dict[str, tuple[float, tuple[float, float]]]]]:
-    """Estimates of per-query confusion stacks (same queries, same order), and the paired
-    differences of the first to each other one: every statistic of every bootstrap replicate is one
-    matrix product over the same drawn queries, so the differences' intervals are paired."""
+def replicates(named: Mapping[str, np.ndarray], bootstrap: int, seed: int, confidence: float
+               ) -> tuple[dict[str, Estimate], dict[str, dict[str, np.ndarray]]]:
+    """Estimates of per-query confusion stacks (same queries, same order) and every statistic of
+    every bootstrap replicate: one matrix product over the same drawn queries for all of them, so
+    differences between any two are paired."""
     from ..evaluate.bootstrap import bootstrap_query_counts, percentile_interval
 
     first = next(iter(named))
@@ -806,11 +997,25 @@ def estimates(named: Mapping[str, np.ndarray], bootstrap: int, seed: int, confid
         out[name] = Estimate(name, conf, float(kappa_from_confusion(total)), float(alpha_ordinal_from_confusion(total)),
                              percentile_interval(values[name]["kappa"], confidence),
                              percentile_interval(values[name]["alpha"], confidence))
-    diffs = {}
-    for name in list(named)[1:]:
-        diffs[name] = {s: (out[first].value(s) - out[name].value(s),
-                           percentile_interval(values[first][s] - values[name][s], confidence)) for s in STATISTICS}
-    return out, diffs
+    return out, values
+
+
+def paired_difference(est: Mapping[str, Estimate], values: Mapping[str, Mapping[str, np.ndarray]], a: str, b: str,
+                      confidence: float) -> dict[str, tuple[float, tuple[float, float]]]:
+    """a minus b for each statistic, with its percentile interval over the paired replicates."""
+    from ..evaluate.bootstrap import percentile_interval
+
+    return {s: (est[a].value(s) - est[b].value(s), percentile_interval(values[a][s] - values[b][s], confidence))
+            for s in STATISTICS}
+
+
+def estimates(named: Mapping[str, np.ndarray], bootstrap: int, seed: int, confidence: float
+              ) -> tuple[dict[str, Estimate], dict[str, dict[str, tuple[float, tuple[float, float]]]]]:
+    """Estimates of per-query confusion stacks (same queries, same order), and the paired
+    differences of the first to each other one (`replicates`)."""
+    out, values = replicates(named, bootstrap, seed, confidence)
+    first = next(iter(named))
+    return out, {name: paired_difference(out, values, first, name, confidence) for name in list(named)[1:]}
 
 
 def nested_select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, outer: int = DEFAULT_OUTER,
@@ -849,7 +1054,7 @@ def nested_select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, 
         preds["chosen"][test] = pred[test]
         preds["member"][test] = mpred[test]
         in_test |= test
-        rows = test & (y >= 0) & (pred != ABSTAIN) & (mpred != ABSTAIN) & table.voted.all(axis=1)
+        rows = test & (y >= 0)
         per_member = {j: _kappa(y[rows], table.labels[rows, i]) for i, j in enumerate(table.judges)}
         reports.append(OuterFold(n, tuple(test_q), chosen.label, _kappa(y[rows], pred[rows]), member.judges[0],
                                  _kappa(y[rows], mpred[rows]), per_member, _alpha(y[rows], pred[rows]),
@@ -858,25 +1063,31 @@ def nested_select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, 
             progress(f"outer fold {n}: chose {chosen.label} (inner {sel.optimise} {reports[-1].inner_value:.3f}); "
                      f"held out kappa {reports[-1].chosen_kappa:.3f}")
     vote = fast_labels(table.labels.astype(int), "mv", "avg")
-    rows = (in_test & (y >= 0) & (preds["chosen"] != ABSTAIN) & (preds["member"] != ABSTAIN) & (vote != ABSTAIN)
-            & table.voted.all(axis=1))
+    rows = in_test & (y >= 0)
     if not rows.any():
-        raise ArgumentError("gold", "held-out pairs that every judge labelled", 0,
-                            hint="no outer fold left a pair to score")
-    tested = sorted({q for q, r in zip(qids, rows) if r})
-    index = {q: i for i, q in enumerate(tested)}
-    qrow = np.array([index.get(q, -1) for q in qids])
-
-    def per_query(pred: np.ndarray) -> np.ndarray:
-        cells = (qrow[rows] * N_LABELS + y[rows]) * N_LABELS + pred[rows]
-        return np.bincount(cells, minlength=len(tested) * N_LABELS * N_LABELS).reshape(-1, N_LABELS, N_LABELS)
-
+        raise ArgumentError("gold", "held-out pairs with a human label", 0, hint="no outer fold left a pair to score")
+    per_query, tested = per_query_counter(table, y, rows)
     named = {"chosen": per_query(preds["chosen"]), "member": per_query(preds["member"]), "vote": per_query(vote)}
     est, diffs = estimates(named, bootstrap, seed, confidence)
     members = {j: _kappa(y[rows], table.labels[rows, i]) for i, j in enumerate(table.judges)}
     return NestedReport(reports, est["chosen"], est["member"], est["vote"], members, int(rows.sum()), len(tested),
                         outer, inner, kwargs.get("optimise", DEFAULT_OPTIMISE), bootstrap, confidence, diffs,
                         bool(np.array_equal(preds["chosen"][rows], preds["member"][rows])))
+
+
+def per_query_counter(table: BallotTable, y: np.ndarray, rows: np.ndarray
+                      ) -> tuple[Callable[[np.ndarray], np.ndarray], list[str]]:
+    """(labels -> (queries, 4, 4) counts of human x scored label over `rows`, the queries counted)."""
+    qids = table.query_ids()
+    tested = sorted({q for q, r in zip(qids, rows) if r})
+    index = {q: i for i, q in enumerate(tested)}
+    qrow = np.array([index.get(q, -1) for q in qids])
+
+    def per_query(pred: np.ndarray) -> np.ndarray:
+        cells = (qrow[rows] * N_LABELS + y[rows]) * N_LABELS + scored(pred[rows], y[rows])
+        return np.bincount(cells, minlength=len(tested) * N_LABELS * N_LABELS).reshape(-1, N_LABELS, N_LABELS)
+
+    return per_query, tested
 
 
 def _kappa(a: np.ndarray, b: np.ndarray) -> float:
@@ -888,5 +1099,225 @@ def _alpha(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _confusion(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.bincount(np.asarray(a) * N_LABELS + np.asarray(b), minlength=N_LABELS * N_LABELS).reshape(N_LABELS,
-                                                                                                      N_LABELS)
+    """Counts of (human label a, scored label of b): an abstention in b is a disagreement."""
+    a = np.asarray(a)
+    return np.bincount(a * N_LABELS + scored(np.asarray(b), a),
+                       minlength=N_LABELS * N_LABELS).reshape(N_LABELS, N_LABELS)
+
+
+# ---- the default's decision: which procedure seats the panel, decided out of sample ----
+
+PROCEDURE_TEXT = {
+    "single": "one judge (the best seed {s})",
+    "order": "the order family (median or majority vote of the top k judges by seed {s}; k and rule chosen on inner folds)",
+    "rich": "the rich family ({family}: every aggregator, learned weights and cut points; {rule} rule)",
+}
+
+
+@dataclass
+class Decision:
+    """What the default (`family="auto"`) weighed and why it seated what it seated. Each procedure
+    (PROCEDURES) was run inside each outer fold's training queries and what it chose labelled the
+    outer fold's queries, which took no part in choosing it; `estimates` pools those labels (and
+    the all-member vote's) over the outer folds' labelled pairs, abstentions scored as
+    disagreements, with intervals over the queries. A procedure replaces the baseline only when
+    its gain over it, less DECISION_Z standard errors of the paired difference, is above 0."""
+
+    procedure: str  # the one seated: "single", "order" or "rich"
+    baseline: str  # what the others had to beat ("single"; "order" beyond MANY_JUDGES judges)
+    reason: str
+    family: str  # the family the chosen procedure searches
+    optimise: str = DEFAULT_OPTIMISE
+    estimates: dict[str, Estimate] = field(default_factory=dict)  # PROCEDURES and "vote"
+    gains: dict[str, tuple[float, float]] = field(default_factory=dict)  # over the baseline: (gain, its se)
+    differences: dict[str, dict[str, tuple[float, tuple[float, float]]]] = field(default_factory=dict)
+    outer: int = 0
+    inner: int = 0
+    n_queries: int = 0
+    n_pairs: int = 0
+    bootstrap: int = BOOTSTRAP
+    confidence: float = 0.95
+    folds: list[dict[str, str]] = field(default_factory=list)  # per outer fold: each procedure's choice
+    tell_apart: str | None = None  # the seed cannot tell the chosen from its runner-up: how many more queries would
+    skipped: str | None = None  # why no comparison ran (then the baseline is seated)
+    texts: dict[str, str] = field(default_factory=dict)  # each procedure, in words
+
+    def figures(self) -> dict:
+        """What a panel file records of the decision."""
+        out = {"procedure": self.procedure, "baseline": self.baseline, "reason": self.reason, "family": self.family,
+               "optimise": self.optimise}
+        if self.skipped:
+            return {**out, "skipped": self.skipped}
+        out.update({"outer_folds": self.outer, "inner_folds": self.inner, "queries": self.n_queries,
+                    "pairs": self.n_pairs, "bootstrap": self.bootstrap, "confidence": self.confidence})
+        for name, est in self.estimates.items():
+            out[name] = est.figures()
+        for name, (gain, se) in self.gains.items():
+            out[f"{name}_gain_over_{self.baseline}"] = gain
+            out[f"{name}_gain_se"] = se
+        for name, d in self.differences.items():
+            for s, (value, ci) in d.items():
+                out[f"chosen_minus_{name}_{s}"] = value
+                out[f"chosen_minus_{name}_{s}_ci"] = list(ci)
+        if self.tell_apart:
+            out["tell_apart"] = self.tell_apart
+        return out
+
+
+def _procedure_settings(judges: Sequence[str], rule: str, exhaustive_max: int) -> dict[str, dict]:
+    rich = "subsets" if len(judges) <= exhaustive_max else "ranked"
+    return {"single": {"family": "single", "rule": "best"}, "order": {"family": "order", "rule": "best"},
+            "rich": {"family": rich, "rule": rule}}
+
+
+def _more_queries(gain: float, sd: float, n_queries: int, confidence: float) -> str:
+    """How many more labelled queries would tell a paired difference from 0 at `confidence`, if
+    it held: its standard error falls as one over the square root of the queries."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    if not math.isfinite(sd) or abs(gain) < 1e-9:
+        return "no number of queries would, at a difference of 0"
+    need = math.ceil(n_queries * (z * sd / abs(gain)) ** 2) - n_queries
+    return f"about {need:,} more labelled queries would, if the difference held" if need < 100_000 else \
+        "over 100,000 more labelled queries would"
+
+
+def decide(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, judges: tuple[str, ...], folds: int,
+           costs: Mapping[str, float], rule: str, optimise: str, exhaustive_max: int, time_limit: float, slow: bool,
+           seed: int, outer: int | None, bootstrap: int = BOOTSTRAP, confidence: float = 0.95,
+           progress: Callable[[str], None] | None = None) -> Selection:
+    """The default: which procedure seats the panel, decided by an out-of-sample comparison.
+
+    Each of PROCEDURES (one judge; the order family; the rich family of issue 32) is run inside
+    each outer fold's training queries and scored on the outer fold's queries, which took no part
+    in choosing it. The baseline is one judge, or with more than MANY_JUDGES judges the order
+    family; another procedure replaces it only when its pooled gain over the baseline, less
+    DECISION_Z standard errors of the paired difference over query resamples, is above 0 (then
+    the one with the highest such bound). Below MIN_OUTER_QUERIES labelled queries (or with
+    `outer=0`) no comparison runs and the baseline is seated, said in the reason. The chosen
+    procedure then chooses on the whole seed."""
+    kw = dict(candidates=judges, folds=folds, costs=costs, optimise=optimise, exhaustive_max=exhaustive_max,
+              time_limit=time_limit, slow=slow, seed=seed)
+    cache = FixedLabels(table)  # every subset's fixed labels once, for all outer folds and the final choice
+    settings = _procedure_settings(judges, rule, exhaustive_max)
+    texts = {p: PROCEDURE_TEXT[p].format(s=optimise, family=settings[p]["family"], rule=rule) for p in PROCEDURES}
+    baseline = "single" if len(judges) <= MANY_JUDGES else "order"
+    y = gold_array(table, gold)
+    labelled_queries = {q for (q, _), g in zip(table.pairs, y) if g >= 0}
+    n_queries, n_pairs = len(labelled_queries), int((y >= 0).sum())
+    n_outer, skipped = outer_folds_for(n_queries, outer)
+    if too_small(n_queries, n_pairs):
+        n_outer, skipped = 0, too_small(n_queries, n_pairs)
+    decision = Decision(baseline, baseline, "", settings[baseline]["family"], optimise, texts=texts,
+                        bootstrap=bootstrap, confidence=confidence)
+    if n_outer:
+        decision = _compare(table, gold, y, n_outer, settings, baseline, texts, kw, bootstrap, confidence, progress,
+                            cache)
+        if decision.skipped:
+            skipped = decision.skipped
+    if skipped:
+        decision.skipped = skipped
+        decision.reason = (f"{texts[baseline]}: no out-of-sample comparison ran ({skipped}), so the baseline "
+                           f"is seated" + ("" if baseline == "single" else f" ({len(judges)} judges, more than "
+                                                                            f"{MANY_JUDGES})"))
+    sel = select(table, gold, **kw, **settings[decision.procedure], fixed=(cache, np.arange(table.n_pairs)))
+    sel.decision = decision
+    return sel
+
+
+def _compare(table: BallotTable, gold: Mapping[str, Mapping[str, int]], y: np.ndarray, n_outer: int,
+             settings: dict[str, dict], baseline: str, texts: dict[str, str], kw: dict, bootstrap: int,
+             confidence: float, progress: Callable[[str], None] | None, cache: FixedLabels) -> Decision:
+    """The outer loop of `decide` and its rule (see there)."""
+    optimise, seed = kw["optimise"], kw["seed"]
+    qids = table.query_ids()
+    preds = {p: np.full(table.n_pairs, ABSTAIN) for p in PROCEDURES}
+    in_test = np.zeros(table.n_pairs, dtype=bool)
+    fold_notes: list[dict[str, str]] = []
+    for n, test_q in enumerate(query_folds(table, y, n_outer), start=1):
+        test = np.isin(qids, np.asarray(test_q, dtype=object))
+        train_rows = np.flatnonzero(~test)
+        train = table.select(train_rows)
+        train_q = set(train.query_ids())
+        train_gold = {q: g for q, g in gold.items() if q in train_q}
+        order_sel = select(train, train_gold, **kw, **settings["order"])
+        chosen = {"single": best_choice(order_sel.members)[0], "order": order_sel.chosen,
+                  "rich": select(train, train_gold, **kw, **settings["rich"], fixed=(cache, train_rows)).chosen}
+        if any(c is None for c in chosen.values()):
+            return Decision(baseline, baseline, "", settings[baseline]["family"], optimise, texts=texts,
+                            skipped=f"outer fold {n}'s training queries were too few to choose on")
+        test_rows = np.flatnonzero(test)
+        held_out = table.select(test_rows)  # only the outer fold's pairs are labelled (Blender runs pair by pair)
+        for p, c in chosen.items():
+            preds[p][test_rows] = apply_choice(fit_choice(c, train, train_gold, seed), held_out, seed)
+        in_test |= test
+        fold_notes.append({p: c.label for p, c in chosen.items()})
+        if progress:
+            progress(f"outer fold {n} of {n_outer}: " + "; ".join(f"{p} {c.label}" for p, c in chosen.items()))
+    rows = in_test & (y >= 0)
+    per_query, tested = per_query_counter(table, y, rows)
+    judges = list(kw["candidates"])
+    vote = fast_labels(table.labels[:, [table.judges.index(j) for j in judges]].astype(int), "mv", "avg")
+    named = {**{p: per_query(preds[p]) for p in PROCEDURES}, "vote": per_query(vote)}
+    est, values = replicates(named, bootstrap, seed, confidence)
+    s = optimise
+    gains, bounds = {}, {baseline: 0.0}
+    for p in PROCEDURES:
+        if p == baseline:
+            continue
+        d = values[p][s] - values[baseline][s]
+        sd = float(np.nanstd(d, ddof=1)) if np.isfinite(d).sum() > 1 else float("inf")
+        gain = est[p].value(s) - est[baseline].value(s)
+        gains[p] = (gain, sd)
+        bounds[p] = gain - DECISION_Z * sd if math.isfinite(gain) else float("-inf")
+    top = max(bounds.values())
+    chosen_p = baseline if top <= 1e-12 else next(p for p in PROCEDURES if bounds[p] >= top - 1e-12)
+    diff_with = {"single": "single", "vote": "vote", **({} if chosen_p == "order" else {"order": "order"}),
+                 **({} if chosen_p == "rich" else {"rich": "rich"})}
+    differences = {k: paired_difference(est, values, chosen_p, k, confidence) for k in diff_with if k != chosen_p}
+    decision = Decision(chosen_p, baseline, "", settings[chosen_p]["family"], optimise, est, gains, differences,
+                        n_outer, kw["folds"], len(tested), int(rows.sum()), bootstrap, confidence, fold_notes,
+                        texts=texts)
+    decision.reason = _reason(decision, values, len(kw["candidates"]))
+    labels = {**preds, "vote": vote}
+    same = {k for k in labels if k != chosen_p and np.array_equal(labels[k][rows], labels[chosen_p][rows])}
+    decision.tell_apart = _tell_apart(decision, values, same)
+    return decision
+
+
+def _ci_text(ci: tuple[float, float]) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _reason(d: Decision, values: Mapping[str, Mapping[str, np.ndarray]], n_judges: int) -> str:
+    s, pct = d.optimise, f"{100 * d.confidence:g}%"
+    gain_text = {p: (f"{g:+.3f} {_ci_text(paired_difference(d.estimates, values, p, d.baseline, d.confidence)[s][1])}"
+                     f" ({pct}; se {sd:.3f})") for p, (g, sd) in d.gains.items()}
+    many = f" ({n_judges} judges, more than {MANY_JUDGES}: a vote of the top judges is the baseline)" \
+        if d.baseline == "order" else ""
+    if d.procedure == d.baseline:
+        others = "; ".join(f"{p} {gain_text[p]}" for p in d.gains)
+        return (f"{d.texts[d.baseline]}{many}: no other procedure beat it out of sample by more than "
+                f"{DECISION_Z:g} standard error of the paired difference ({s} gain over it: {others})")
+    return (f"{d.texts[d.procedure]}: it beat {d.texts[d.baseline]}{many} out of sample by {gain_text[d.procedure]}, "
+            f"more than {DECISION_Z:g} standard error of the paired difference")
+
+
+def _tell_apart(d: Decision, values: Mapping[str, Mapping[str, np.ndarray]], same: set[str]) -> str | None:
+    """One line when the chosen procedure's interval of difference to its nearest competitor (the
+    best other procedure or the all-member vote, leaving out those that gave the very same labels:
+    they are not a different choice) holds 0: how many more queries would tell."""
+    s = d.optimise
+    others = [k for k in d.estimates if k != d.procedure and k not in same]
+    if not others:
+        return None
+    rival = max(others, key=lambda k: np.nan_to_num(d.estimates[k].value(s), nan=-np.inf))
+    diff = paired_difference(d.estimates, values, d.procedure, rival, d.confidence)[s]
+    lo, hi = diff[1]
+    if not (lo <= 0 <= hi):
+        return None
+    sd = float(np.nanstd(values[d.procedure][s] - values[rival][s], ddof=1))
+    name = "the all-member vote" if rival == "vote" else rival
+    return (f"the seed cannot tell {d.procedure} from {name} apart ({s} {diff[0]:+.3f} {_ci_text(diff[1])} over "
+            f"{d.n_queries} queries): {_more_queries(diff[0], sd, d.n_queries, d.confidence)}")

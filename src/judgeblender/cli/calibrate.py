@@ -14,7 +14,8 @@ from rich.table import Table
 from ..blend import load_details, load_qrels_ballots
 from ..blend.select import DEFAULT_FAMILY, DEFAULT_OPTIMISE, DEFAULT_OUTER, DEFAULT_RULE, FAMILIES, MIN_OUTER_QUERIES, RULES, STATISTICS
 from ..errors import JudgeblenderError
-from ..panels.calibrate import MIN_SEED_TEXT, Calibration, Candidate, blender_for, calibrate, seed_shortfall
+from ..blend.seed_rules import MIN_SEED_TEXT, seed_shortfall
+from ..panels.calibrate import Calibration, Candidate, blender_for, calibrate
 from ..panels.panel_file import PanelChoice, panel_file_text, specs_for
 from ..pairs import Pair, read_corpus, read_qrels, read_queries, read_runs_dir
 from ..fileio import atomic_write_text
@@ -60,12 +61,12 @@ def register(app: typer.Typer) -> None:
         select_panel: bool = typer.Option(False, "--select", help="Also choose the members: a family of candidate panels x aggregators, scored on held-out query folds (see docs/aggregators.md)."),
         cost: Optional[list[str]] = typer.Option(None, "--cost", help="NAME=PRICE per call for --select (others cost 1); repeatable."),
         judge_model: Optional[list[str]] = typer.Option(None, "--judge-model", help="NAME=MODEL[/PROMPT[/MODE]]: the model a label-file judge stands for, written to the panel file; repeatable."),
-        family: Family = typer.Option(Family(DEFAULT_FAMILY), "--family", help="--select: the candidates: 'auto' (the default: 'subsets' up to --exhaustive-max judges, 'ranked' beyond), 'subsets' (every subset up to --exhaustive-max judges, greedy beyond) or 'ranked' (judges ranked by seed score, the top k for every k)."),
+        family: Family = typer.Option(Family(DEFAULT_FAMILY), "--family", help="--select: the candidates: 'auto' (the default: one judge, the 'order' family or the rich family, decided out of sample on --outer-folds; docs/aggregators.md), 'order' (median or majority vote of the top k judges by seed score), 'single' (one judge), 'subsets' (every subset up to --exhaustive-max judges x every aggregator, greedy beyond) or 'ranked' (the top k judges x every aggregator)."),
         rule: Rule = typer.Option(Rule(DEFAULT_RULE), "--rule", help="--select: how the candidate is chosen: 'paired-bound' (the default: a panel must beat the best single judge by more than one standard error of the paired difference), 'best' (highest pooled figure) or 'one-se' (the one-standard-error rule); docs/aggregators.md."),
         optimise: Optimise = typer.Option(Optimise(DEFAULT_OPTIMISE), "--optimise", help="--select: the held-out statistic the choice maximises: Cohen's kappa (0-3) or Krippendorff's ordinal alpha."),
         exhaustive_max: int = typer.Option(8, "--exhaustive-max", help="--select, subsets family: score every subset up to this many judges, else greedy ('auto' uses the ranked family beyond)."),
         time_limit: float = typer.Option(120.0, "--time-limit", help="--select, subsets family: seconds for one search."),
-        outer_folds: Optional[int] = typer.Option(None, "--outer-folds", help=f"--select: re-run the selection inside N outer query folds and report the honest held-out figure; 0: off. Default: {DEFAULT_OUTER} when the seed has at least {MIN_OUTER_QUERIES} labelled queries, else skipped with a note."),
+        outer_folds: Optional[int] = typer.Option(None, "--outer-folds", help=f"--select: outer query folds of the out-of-sample comparison (family 'auto': it decides what is seated; any other family: the honest figure is reported); 0: off (then 'auto' seats one judge, or with more than 8 judges the order family). Default: {DEFAULT_OUTER} when the seed has at least {MIN_OUTER_QUERIES} labelled queries, else off with a note."),
         cost_from_store: bool = typer.Option(False, "--cost-from-store", help="--select: each judge's cost = its mean calls per pair in --store (a --cost price wins)."),
         slow: bool = typer.Option(False, "--slow/--fast-only", help="--select, subsets family: also score dawid-skene (and the probability rules when the votes carry distributions) on the frontier subsets; seconds a fit, off by default (learned thresholds are always scored)."),
         invalid_labels: str = typer.Option("error", "--invalid-labels", help="A --labels label outside 0..3: 'error' stops naming file:line, 'abstain' counts the judge as abstaining on the pair."),

@@ -1,10 +1,12 @@
 """`judgeblender calibrate --select`: choose the panel's members and aggregator, with cost, and
 write a panel file that runs as written (see blend/select.py and panels/panel_file.py).
 
-Besides the choice, it prints (and the panel file records) the honest figure of the whole
-procedure when the seed has enough queries: the selection re-run inside outer query folds and
-scored on the queries each run did not see, next to the best single member chosen the same way
-and the majority vote of every member, with intervals over the queries."""
+The choice is the library's (`blend.select.select`): this module only prints it and writes it.
+With the default family (`auto`) that includes the decision between one judge, the order family
+and the rich family, made out of sample; it prints (and the panel file records) each
+procedure's nested figure next to the all-member vote's, with intervals over the queries, and
+the decision's reason. With a named family it prints the honest figure of that procedure
+(`nested_select`) when the seed has enough queries."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from ..blend.select import (BOOTSTRAP, DEFAULT_FAMILY, DEFAULT_OPTIMISE, DEFAULT_RULE, Choice, NestedReport,
-                            Selection, fit_choice, nested_select, outer_folds_for, select)
+from ..blend.select import (BOOTSTRAP, DEFAULT_FAMILY, DEFAULT_OPTIMISE, DEFAULT_RULE, Choice, Decision,
+                            NestedReport, Selection, fit_choice, nested_select, outer_folds_for, select)
 from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..judges.judge import JudgeSpec
 from ..panels.panel_file import PanelChoice, panel_file_text, specs_for
@@ -31,6 +33,9 @@ RULE_TEXT = {
 }
 FAMILY_TEXT = {
     "ranked": "the judges ranked by seed {s}, the top k for every k x every aggregator, re-ranked inside each fold",
+    "order": "the judges ranked by seed {s}, the median or majority vote of the top k for every k, re-ranked inside "
+             "each fold",
+    "single": "each judge alone",
     "subsets": "subsets of the judges x aggregators",
 }
 
@@ -113,12 +118,41 @@ def nested_lines(rep: NestedReport) -> list[str]:
     return out
 
 
+def decision_lines(d: Decision) -> list[str]:
+    """The default's decision: each procedure's figure on queries it did not choose on, the vote's,
+    the gains over the baseline and the reason."""
+    if d.skipped:
+        return [f"Decision: {d.reason}."]
+    pct = f"{100 * d.confidence:g}%"
+    out = [f"Decision, out of sample: each procedure re-run inside each of {d.outer} outer query folds and scored "
+           f"on that fold's queries ({d.n_pairs} pairs over {d.n_queries} queries pooled, an unlabelled pair counted "
+           f"as a disagreement; {pct} intervals from {d.bootstrap} resamples of the queries):"]
+    names = {**{p: d.texts[p] for p in d.estimates if p != "vote"}, "vote": "majority vote of all members (no label)"}
+    for key, est in d.estimates.items():
+        mark = "  <- chosen" if key == d.procedure else "  (baseline)" if key == d.baseline else ""
+        out.append(f"  {key:<7} kappa {est.kappa:.3f} {_ci(est.kappa_ci)}  alpha {est.alpha:.3f} {_ci(est.alpha_ci)}"
+                   f"  {names[key]}{mark}")
+    for key, diff in d.differences.items():
+        out.append(f"  {d.procedure} - {key:<7} kappa {diff['kappa'][0]:+.3f} {_ci(diff['kappa'][1])}  alpha "
+                   f"{diff['alpha'][0]:+.3f} {_ci(diff['alpha'][1])}")
+    for n, fold in enumerate(d.folds, start=1):
+        out.append(f"  outer fold {n}: " + "; ".join(f"{p} chose {label}" for p, label in fold.items()))
+    out.append(f"  Chosen: {d.reason}.")
+    return out
+
+
 def selection_record(sel: Selection, chosen: Choice, nested: NestedReport | None, skipped: str | None,
                      family: str) -> dict:
     """The [selection] table of the panel file: how the panel was chosen and what it is worth."""
     record = {"family": sel.family, "family_option": family, "rule": sel.rule, "optimise": sel.optimise, "chosen": chosen.label,
               "seed_queries": sel.n_queries, "seed_pairs": sel.n_pairs, "folds": sel.folds,
-              "inner_kappa": chosen.pooled("kappa"), "inner_alpha": chosen.pooled("alpha")}
+              "inner_kappa": chosen.pooled("kappa"), "inner_alpha": chosen.pooled("alpha"),
+              "coverage": sel.chosen.coverage}
+    if sel.notes:
+        record["notes"] = list(sel.notes)
+    if sel.decision is not None:
+        record["decision"] = sel.decision.figures()
+        return record
     if nested is None:
         record["nested"] = {"skipped": skipped or "not run"}
     else:
@@ -149,50 +183,66 @@ def run_select(table, gold: Mapping[str, Mapping[str, int]], source: str, out: P
         outer, skipped = outer_folds_for(len(labelled), outer_folds)
     except ArgumentError as exc:
         raise ArgumentError("--outer-folds", exc.expected, exc.got) from None
+    progress = (lambda m: err_console.print(m, markup=False, soft_wrap=True))  # noqa: E731
     sel = select(table, gold, folds=folds, costs=prices, family=family, rule=rule, optimise=optimise,
-                 exhaustive_max=exhaustive_max, time_limit=time_limit, slow=slow, seed=seed)
+                 exhaustive_max=exhaustive_max, time_limit=time_limit, slow=slow, seed=seed, outer=outer_folds,
+                 bootstrap=BOOTSTRAP, progress=progress)
+    for note in sel.notes:
+        err_console.print(f"note: {note}", markup=False, soft_wrap=True)
     shown = Table(title=f"panel selection ({sel.search}, {sel.subsets} subsets, {len(sel.candidates)} candidates, "
                         f"{sel.seconds:.0f} s): held-out figures over {sel.folds} query folds "
-                        f"({sel.n_pairs} pairs, {sel.n_queries} queries)", title_justify="left")
-    for col in ("candidate", "cost", "kappa", "alpha", f"{sel.optimise} fold mean", "+- se"):
+                        f"({sel.n_pairs} pairs, {sel.n_queries} queries; an unlabelled pair counts as a disagreement)",
+                  title_justify="left")
+    for col in ("candidate", "cost", "coverage", "kappa", "alpha", f"{sel.optimise} fold mean", "+- se"):
         shown.add_column(col, justify="left" if col == "candidate" else "right")
-    figure = (lambda c: c.mean) if rule == "one-se" else (lambda c: c.value)
+    figure = (lambda c: c.mean) if sel.rule == "one-se" else (lambda c: c.value)
     top = sorted((c for c in sel.candidates if math.isfinite(figure(c))), key=lambda c: -figure(c))[:10]
-    reference = sel.best_member if rule == "paired-bound" else None  # what the chosen panel had to beat
+    reference = sel.best_member if sel.rule == "paired-bound" else None  # what the chosen panel had to beat
     for c in dict.fromkeys([*top, *sel.frontier, *(c for c in (sel.chosen, reference) if c is not None)]):
         mark = ("  <- chosen" if c is sel.chosen else "  (frontier)" if c in sel.frontier
                 else "  (best single judge)" if c is reference else "")
-        shown.add_row(c.label + mark, f"{c.cost:g}", f"{c.pooled('kappa'):.3f}", f"{c.pooled('alpha'):.3f}",
-                      f"{c.mean:.3f}", f"{c.se:.3f}")
+        shown.add_row(c.label + mark, f"{c.cost:g}", f"{c.coverage:.1%}", f"{c.pooled('kappa'):.3f}",
+                      f"{c.pooled('alpha'):.3f}", f"{c.mean:.3f}", f"{c.se:.3f}")
     console.print(shown)
     lines = frontier_lines(sel, bool(prices))
     for line in lines:
         console.print(line, markup=False, soft_wrap=True)
     nested = None
-    if outer:
+    if sel.decision is not None:
+        for line in decision_lines(sel.decision):
+            console.print(line, markup=False, soft_wrap=True)
+    elif outer and sel.chosen is not None:
         nested = nested_select(table, gold, outer=outer, inner=folds, costs=prices, family=family, rule=rule,
                                optimise=optimise, exhaustive_max=exhaustive_max, time_limit=time_limit, slow=slow,
-                               seed=seed, bootstrap=BOOTSTRAP,
-                               progress=lambda m: err_console.print(m, markup=False, soft_wrap=True))
+                               seed=seed, bootstrap=BOOTSTRAP, progress=progress)
         for line in nested_lines(nested):
             console.print(line, markup=False, soft_wrap=True)
-    else:
+    elif skipped:
         err_console.print(f"nested estimate skipped: {skipped}", markup=False, soft_wrap=True)
     for w in sel.warnings:
-        err_console.print(f"[yellow]note[/] {w}")
+        if w not in sel.alerts():
+            err_console.print(f"[yellow]note[/] {w}")
+    for alert in sel.alerts():
+        marked = f"; {out} is written anyway, marked with a `warning` key" if alert == sel.no_chance else ""
+        err_console.print(f"warning: {alert}{marked}", markup=False, soft_wrap=True)
     if sel.chosen is None:
-        raise JudgeblenderError("no panel written: no candidate has a finite held-out figure")
+        reason = next((w for w in sel.warnings if w.startswith("the seed set is too small")),
+                      "no candidate has a finite held-out figure")
+        raise JudgeblenderError(f"no panel written: {reason}")
     chosen: Choice = fit_choice(sel.chosen, table, gold, seed)
-    how = RULE_TEXT[rule].format(s=optimise)
+    how = RULE_TEXT[sel.rule].format(s=optimise)
     comments = [f"Written by `judgeblender calibrate --select` from {source}.",
                 f"Seed set: {sel.n_pairs} labelled pairs over {sel.n_queries} queries, {sel.folds} query folds; "
                 f"{sel.search} search over {sel.subsets} subsets, {len(sel.candidates)} candidates "
                 f"({FAMILY_TEXT[sel.family].format(s=optimise)}).",
                 f"Chosen by {how}: {chosen.label}, held-out kappa {chosen.pooled('kappa'):.3f}, alpha "
-                f"{chosen.pooled('alpha'):.3f} on the seed folds (the figure it was chosen by, so optimistic).",
-                *lines]
+                f"{chosen.pooled('alpha'):.3f} on the seed folds (the figure it was chosen by, so optimistic); "
+                f"it labels {sel.chosen.coverage:.1%} of the labelled seed pairs.",
+                *(f"Note: {n}." for n in sel.notes), *lines]
     warning = nested.warning() if nested is not None else None
-    if nested is not None:
+    if sel.decision is not None:
+        comments += decision_lines(sel.decision)
+    elif nested is not None:
         comments += nested_lines(nested)
     else:
         comments.append(f"Nested estimate skipped: {skipped}.")
@@ -202,7 +252,7 @@ def run_select(table, gold: Mapping[str, Mapping[str, int]], source: str, out: P
     if prices:
         comments.append("Cost per pair used: " + ", ".join(f"{j}={p:g}" for j, p in prices.items()) + " (others 1).")
     text = panel_file_text(PanelChoice(chosen.judges, chosen.method, chosen.tie, seed, chosen.weights,
-                                       chosen.thresholds), specs, comments,
+                                       chosen.thresholds), specs, comments, warning=sel.no_chance,
                            tables={"selection": selection_record(sel, chosen, nested, skipped, family)})
     atomic_write_text(out, text)
     missing = [j for j in chosen.judges if specs[j] is None]

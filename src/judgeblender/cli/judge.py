@@ -15,11 +15,11 @@ from rich.markup import escape
 
 from .. import paths
 from ..backends.batch import BatchRequests
+from ..blend.seed_rules import seed_shortfall
 from ..judges import summary_rows
 from ..judges.engine import WINDOW, check_stream
 from ..judges.injection import describe
 from ..judges.judge import DEFAULT_MIN_CHOICE_MASS
-from ..panels.calibrate import seed_shortfall
 from ..panels.judging import JudgedFiles, RunOptions, judge_to_files
 from ..panels.panel import get_panel
 from ..pairs import read_queries

@@ -12,8 +12,8 @@ Two findings are reported apart, because they call for different actions: no can
 more than one standard error above chance (kappa 0: the seed teaches nothing about these
 judges; the panel is still written, marked, so a pipeline does not break), and several
 candidates are within one standard error of the best (the seed cannot tell them apart; the
-rule picked the simplest). Below MIN_QUERIES queries or MIN_PAIRS labelled pairs nothing is
-chosen: with fewer, one standard error spans the whole kappa range.
+rule picked the simplest). Below the seed minimums (blend/seed_rules.py, shared with
+`calibrate --select`) nothing is chosen: with fewer, one standard error spans the whole kappa range.
 """
 
 from __future__ import annotations
@@ -26,26 +26,13 @@ import numpy as np
 from ..blend import BallotTable, Blender, blend
 from ..blend.blender import fitted_blender
 from ..blend.calibrate import evaluate_split, fit_blend, gold_vector, split_by_queries
+from ..blend.seed_rules import chance_alert, too_small
 from ..errors import JudgeblenderError
 from ..kappa import cohen_kappa, fold_mean_se
 
-MIN_QUERIES = 4
-MIN_PAIRS = 40
-MIN_SEED_TEXT = f"at least {MIN_QUERIES} queries and {MIN_PAIRS} labelled pairs"
-NO_CHANCE = "no judge beats chance on this seed"
 FIXED = [("mv", "avg"), ("mv", "random"), ("mv", "min"), ("mv", "max"), ("av", "avg"), ("median", "avg"),
          ("min", "avg"), ("max", "avg"), ("prob-expected", "avg"), ("dawid-skene", "avg")]
 LEARNED = ("weights", "thresholds")
-
-
-def seed_shortfall(pairs) -> str | None:
-    """Why these (qid, docid) pairs are too few for `calibrate` to choose a panel, or None.
-    Checked before any model call: judging a seed that cannot be calibrated on wastes the calls."""
-    pairs = {(p[0], p[1]) for p in pairs}
-    n_queries = len({q for q, _ in pairs})
-    if n_queries >= MIN_QUERIES and len(pairs) >= MIN_PAIRS:
-        return None
-    return (f"{len(pairs)} pairs over {n_queries} queries: calibrate needs {MIN_SEED_TEXT} to choose a panel")
 
 
 @dataclass
@@ -160,10 +147,9 @@ def calibrate(table: BallotTable, gold: dict[str, dict[str, int]], folds: int = 
                 cand.method, cand.thresholds = "prob-expected", final.thresholds
             result.candidates.append(cand)
 
-    if len(queries) < MIN_QUERIES or n_pairs < MIN_PAIRS:
-        result.warnings.append(
-            f"the seed set is too small to choose: {len(queries)} queries and {n_pairs} labelled pairs "
-            f"(need {MIN_SEED_TEXT}); label more pairs")
+    small = too_small(len(queries), n_pairs)
+    if small:
+        result.warnings.append(small)
         return result
     scored = [c for c in result.candidates if math.isfinite(c.mean)]
     if not scored:
@@ -173,9 +159,7 @@ def calibrate(table: BallotTable, gold: dict[str, dict[str, int]], folds: int = 
     bar = best.mean - (best.se if math.isfinite(best.se) else 0.0)
     close = [c for c in scored if c.mean >= bar]
     result.chosen = min(close, key=lambda c: (c.simplicity, -c.mean))
-    if not any(c.mean - (c.se if math.isfinite(c.se) else 0.0) > 0 for c in scored):
-        result.no_chance = (f"{NO_CHANCE}: no candidate's held-out kappa is more than one standard error above 0 "
-                            f"(best: {best.name} {best.mean:.3f} +- {best.se:.3f} on {n_pairs} pairs)")
+    result.no_chance = chance_alert(((c.name, c.mean, c.se) for c in scored), n_pairs)
     if len(close) > 1:
         shown = ", ".join(f"{c.name} {c.mean:.3f}" for c in sorted(close, key=lambda c: -c.mean)[:5])
         more = f" and {len(close) - 5} more" if len(close) > 5 else ""
