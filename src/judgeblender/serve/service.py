@@ -36,11 +36,16 @@ PAIR_FIELDS = ("qid", "docid", "query", "passage")
 @dataclass(frozen=True)
 class Limits:
     """What one request may ask, and how many may wait: past them the answer is an error that
-    says which limit (413, 429), never a slow or dropped request."""
+    says which limit (408, 413, 429), never a slow or dropped request. A request is admitted to
+    the queue only once its body is read, and bodies being read are bounded apart, with a time
+    to arrive: a client that stalls mid-body holds a reading place for `read_timeout_s` at most,
+    and never a place in the queue."""
 
     max_body: int = 8 * 1024 * 1024  # bytes of a request body
     max_pairs: int = 1000  # pairs in one POST /v1/judge
-    max_queue: int = 256  # requests admitted at once (being judged or waiting to be)
+    max_queue: int = 256  # requests admitted at once (being judged or waiting to be), bodies read
+    max_reading: int = 64  # request bodies being received at once (a slow client holds one)
+    read_timeout_s: float = 30.0  # seconds a request's whole body may take to arrive (then 408)
 
 
 class TooLarge(JudgeblenderError):

@@ -1,0 +1,142 @@
+"""`judgeblender serve` under clients that misbehave or crowd it (issue 38, parts 1, 2 and 7):
+stalled and slow bodies hold no place in the queue and are cut off by the read timeout, the
+event loop answers /v1/health at once while a request is judged, and concurrent requests for
+one pair make one model call. Real `serve` subprocesses on 127.0.0.1, real sockets that stall,
+and the test OpenAI-compatible server counting the calls it gets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import statistics
+import threading
+import time
+
+import pytest
+from openai_server import OpenAITestServer
+from serve_helpers import Served, answer_of
+
+
+@pytest.fixture(autouse=True)
+def quiet_server(monkeypatch):
+    # clients the tests drop reset their connections: the canned server's traceback for each is noise
+    monkeypatch.setattr(socketserver.BaseServer, "handle_error", lambda self, request, address: None)
+
+
+def args(upstream: OpenAITestServer, tmp_path, *more: str) -> list[str]:
+    return ["-j", "openai:test-model", "--base-url", upstream.base_url, "--store", str(tmp_path / "s.sqlite"), *more]
+
+
+def pairs(n: int, tag: str = "p") -> list[dict]:
+    return [{"qid": f"{tag}q{i}", "docid": f"{tag}d{i}", "query": f"question {tag} {i}",
+             "passage": f"passage {tag} {i} about the question"} for i in range(n)]
+
+
+def stall(served: Served, declared: int = 1000, sent: bytes = b'{"pairs": [') -> socket.socket:
+    """A client that sends its headers, declares `declared` bytes of body and sends only `sent`."""
+    sock = socket.create_connection(("127.0.0.1", served.port), timeout=60)
+    sock.sendall(b"POST /v1/judge HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % declared + sent)
+    return sock
+
+
+def answer_then_close(sock: socket.socket) -> tuple[int, dict, dict[str, str], bool]:
+    """What the server sent on `sock`: status, JSON body, headers, and whether it then closed."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed without an answer: {data!r}"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+    while len(rest) < int(headers["content-length"]):
+        rest += sock.recv(65536)
+    sock.settimeout(5)
+    try:
+        closed = sock.recv(1) == b""
+    except (socket.timeout, ConnectionResetError):
+        closed = False
+    return int(lines[0].split()[1]), json.loads(rest), headers, closed
+
+
+def probe(served: Served) -> float:
+    started = time.perf_counter()
+    assert served.get("/v1/health").status == 200
+    return time.perf_counter() - started
+
+
+# ----------------------------------------------------------------------------- part 1: slow clients
+def test_clients_stalled_mid_body_hold_no_queue_place_and_get_408_with_the_connection_closed(tmp_path):
+    with OpenAITestServer("2") as upstream, Served(args(upstream, tmp_path, "--max-queue", "2",
+                                                              "--read-timeout", "3")) as served:
+        stalled = [stall(served), stall(served, sent=b'{"pairs": [{"qid": "q1", "docid": ')]
+        served.wait_until(lambda: served.get("/v1/health").json()["reading"] == 2)
+        started = time.monotonic()
+        # the queue is free: requests with whole bodies are judged while the two stall
+        for k in range(3):
+            r = served.judge(pairs(2, f"r{k}"))
+            assert r.status == 200, r
+        assert max(probe(served) for _ in range(10)) < 0.25  # health stays fast
+        health = served.get("/v1/health").json()
+        assert (health["in_flight"], health["reading"]) == (0, 2)
+        for sock in stalled:
+            with sock:
+                status, body, headers, closed = answer_then_close(sock)
+                assert status == 408 and body["field"] == "body" and "--read-timeout" in body["error"], body
+                assert headers["connection"] == "close" and closed
+        assert 2.5 < time.monotonic() - started < 15
+        assert served.get("/v1/health").json()["reading"] == 0
+        assert upstream.request_count == 6  # the stalled requests asked nothing of the model
+        assert served.stop() == 0
+    assert "Traceback" not in served.stderr
+
+
+def test_bodies_being_read_are_bounded_and_a_trickling_body_is_timed_as_a_whole(tmp_path):
+    with OpenAITestServer("2") as upstream, Served(args(upstream, tmp_path, "--max-reading", "2",
+                                                              "--read-timeout", "2")) as served:
+        body = json.dumps({"pairs": pairs(1, "t")}).encode()
+        trickle = stall(served, declared=len(body), sent=body[:1])
+        stalled = stall(served)
+        served.wait_until(lambda: served.get("/v1/health").json()["reading"] == 2)
+        # a third body is refused at once, naming the option: slow clients cannot fill memory instead
+        third = stall(served, declared=len(body), sent=body)
+        with third:
+            status, answer, headers, _ = answer_then_close(third)
+        assert status == 429 and "--max-reading" in answer["error"] and headers["retry-after"] == "1"
+        # a byte every 0.25 s: each part comes in time, the whole body does not
+        started = time.monotonic()
+        for i in range(1, 12):
+            try:
+                trickle.sendall(body[i:i + 1])
+            except OSError:
+                break
+            time.sleep(0.25)
+        with trickle:
+            status, answer, _, closed = answer_then_close(trickle)
+        assert status == 408 and closed and time.monotonic() - started < 4
+        with stalled:
+            assert answer_then_close(stalled)[0] == 408
+        # a stalled client that goes away frees its place at once, and is no failure of the server
+        gone = stall(served)
+        served.wait_until(lambda: served.get("/v1/health").json()["reading"] == 1)
+        gone.close()
+        served.wait_until(lambda: served.get("/v1/health").json()["reading"] == 0, timeout=1.5)
+        assert served.judge(pairs(1, "after")).status == 200
+        assert upstream.request_count == 1
+        assert served.stop() == 0
+    assert "Traceback" not in served.stderr and "failed" not in served.stderr
+
+
+def test_read_limits_are_checked_at_start(tmp_path):
+    import subprocess
+    import sys
+
+    for option, value, expected in (("--max-reading", "0", "at least 1"), ("--read-timeout", "0", "positive"),
+                                    ("--read-timeout", "nan", "finite"), ("--read-timeout", "-1", "positive")):
+        done = subprocess.run([sys.executable, "-m", "judgeblender", "serve", "-j", "openai:m", "--store",
+                               str(tmp_path / "s.sqlite"), option, value], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, (option, value, done.stderr)
+        assert done.stderr.startswith(f"error: {option}: expected ") and expected in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
