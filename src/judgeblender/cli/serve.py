@@ -98,6 +98,7 @@ def _serve(judging, store_path: Path, host: str, port: int, tokens, queries, cor
     from ..pairs import read_queries
     from ..pairs.corpus import close_corpus, open_corpus
     from ..serve.app import build_app
+    from ..serve.server import url_of
     from ..serve.service import Service
     from ..store import CallStore
 
@@ -110,13 +111,15 @@ def _serve(judging, store_path: Path, host: str, port: int, tokens, queries, cor
             service = Service(judging, store, query_map, passages, limits)
             what = f"panel {service.panel.name}" if service.panel is not None else f"judge {service.judges[0].id}"
 
-            def say(url: str) -> None:
+            url = url_of(sock)
+
+            def say() -> None:  # once the judges have loaded what they load: ready means ready
                 if port_file is not None:  # whole or not at all: a script waiting on it never reads half a number
                     atomic_write_text(port_file, url.rsplit(":", 1)[1] + "\n")
                 err_console.print(f"serving {what} on {url} (POST /v1/judge; GET /v1/panel, /v1/health, /metrics); "
                                   f"store {store_path}; SIGTERM or Ctrl+C stops it", markup=False, soft_wrap=True)
 
-            run(build_app(service, tokens), sock, "judgeblender serve", say)
+            run(build_app(service, tokens, say), sock, "judgeblender serve")
         err_console.print("stopped: every answer given is in the store", markup=False)
     finally:
         if passages is not None:

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from .run import PairState
 
 LOOKAHEAD = 256  # requests keyed and looked up in the store together (CallPool.lookups)
+# Answers from the store a worker counts before it lets the event loop run something else: a
+# wave answered from the store awaits nothing, and 200 pairs of 20 KB held a server's loop (its
+# GET /v1/health) for 90-240 ms; a yield per 32 costs nothing to measure.
+YIELD_EVERY = 32
 
 # (pair, attempt, the step's rendered prompt: system, user)
 Ask = tuple["PairState", int, tuple[str | None, str]]
@@ -126,6 +130,7 @@ class CallPool:
         kind = backend.kind
         # this worker's answers written but not yet committed: (the commit's future, ask, outcome)
         uncommitted: deque[tuple[asyncio.Future, int, StepOutcome]] = deque()
+        hits = 0  # answers from the store counted since this worker last let the loop run
         for i, key, hit in todo:
             if self.no_logprobs is not None:  # issue no more calls the server cannot score
                 break
@@ -134,6 +139,10 @@ class CallPool:
                 stats.cache_hits += 1
                 self.count(i, self.outcome_of(i, hit.result, cached=True))
                 reporter.answered_from_store()
+                hits += 1
+                if hits == YIELD_EVERY:
+                    hits = 0
+                    await asyncio.sleep(0)
                 continue
             try:
                 result = await backend.aexecute(req)

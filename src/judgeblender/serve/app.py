@@ -134,8 +134,9 @@ def parse_json(data: bytes) -> Any:
         raise ArgumentError("body", "a JSON object", described="JSON nested too deep to read") from None
 
 
-def build_app(service: Service, tokens: list[str] | None = None) -> Starlette:
-    """The app serving `service`; `tokens`: the bearer tokens it accepts (None: no token needed)."""
+def build_app(service: Service, tokens: list[str] | None = None, ready: Callable[[], None] | None = None) -> Starlette:
+    """The app serving `service`; `tokens`: the bearer tokens it accepts (None: no token needed);
+    `ready()` is called once the judges have loaded all they load (Service.prepare)."""
     metrics = Metrics()
     guard = Tokens(tokens)
     limits = service.limits
@@ -202,7 +203,7 @@ def build_app(service: Service, tokens: list[str] | None = None) -> Starlette:
 
     async def _judge(data: bytes) -> Response:
         try:
-            asked = service.read(parse_json(data))
+            asked = await service.off_loop(lambda: service.read(parse_json(data)))
         except TooLarge as exc:
             return error(413, str(exc), field="pairs")
         except ArgumentError as exc:
@@ -225,8 +226,8 @@ def build_app(service: Service, tokens: list[str] | None = None) -> Starlette:
             body["error"] = (f"{failed} of {sum(s.pairs for s in stats)} judgments (judge x pair) not made because "
                              "their model calls failed after all retries (reasons in the results); send the request "
                              "again to retry only those (answered calls are reused from the store)")
-            return JSONResponse(body, status_code=502)
-        return JSONResponse(body)
+            return await service.off_loop(JSONResponse, body, 502)
+        return await service.off_loop(JSONResponse, body)  # the answer's JSON, up to megabytes
 
     @endpoint("panel")
     async def panel(request: Request) -> Response:
@@ -252,6 +253,9 @@ def build_app(service: Service, tokens: list[str] | None = None) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
+            await service.prepare()
+            if ready is not None:
+                ready()
             yield
         finally:
             await service.close()  # in uvicorn's loop, after the last request: every answer committed
