@@ -195,3 +195,82 @@ def test_ready_is_said_once_the_judges_have_loaded_what_they_load(tmp_path):
         assert "judgeblender" in children and "writer" in children, children
         assert served.stop() == 0
 
+
+# ----------------------------------------------------------------------------- part 7: single flight
+def store_answers(path) -> dict[str, str]:
+    """Every stored call's answer by key: what the store holds, whatever the order it came in."""
+    import sqlite3
+
+    from judgeblender.store import CallStore
+
+    with CallStore(path) as store:
+        return {rec["key"]: rec["raw_output"] for rec in store.iter_calls()}
+
+
+def ask_together(served: Served, bodies: list[list[dict]]) -> list:
+    """Each body POSTed by a client of its own, all at once (a barrier lets them go together)."""
+    go = threading.Barrier(len(bodies))
+    answers: list = [None] * len(bodies)
+
+    def client(k: int) -> None:
+        go.wait()
+        answers[k] = served.judge(bodies[k])
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return answers
+
+
+def test_concurrent_requests_for_the_same_pairs_make_one_model_call_each(tmp_path):
+    import random
+
+    shared = pairs(40, "s")
+    # the reference: the 40 pairs in one request, alone (answer_of makes some answers invalid: asked again)
+    with OpenAITestServer(answer_of, max_requests=5000) as upstream, Served(args(upstream, tmp_path / "ref")) as served:
+        reference = served.judge(shared)
+        calls = upstream.request_count
+        assert served.stop() == 0
+    assert reference.status == 200 and calls > 40
+    rng = random.Random(7)
+    bodies = [rng.sample(shared, 40) for _ in range(24)] + [rng.sample(shared, 5) for _ in range(8)]
+    (tmp_path / "many").mkdir()
+    with OpenAITestServer(answer_of, delay_s=0.2, max_requests=5000) as upstream, Served(
+            args(upstream, tmp_path / "many", "--concurrency", "64")) as served:
+        answers = ask_together(served, bodies)
+        assert [a.status for a in answers] == [200] * len(bodies)
+        assert upstream.request_count == calls  # 24 clients asking 40 shared pairs: each call once
+        by_pair = {(r["qid"], r["docid"]): r for r in reference.json()["results"]}
+        for body, answer in zip(bodies, answers):
+            results = answer.json()["results"]
+            assert [(r["qid"], r["docid"]) for r in results] == [(p["qid"], p["docid"]) for p in body]
+            for r in results:
+                ref = by_pair[r["qid"], r["docid"]]
+                assert (r["label"], r["reason"]) == (ref["label"], ref["reason"])
+                assert ([s["raw"] for s in r["details"]["judges"]["openai:test-model/umbrela/generate"]["steps"]]
+                        == [s["raw"] for s in ref["details"]["judges"]["openai:test-model/umbrela/generate"]["steps"]])
+        stats = [s for a in answers for s in a.json()["stats"]]
+        assert sum(s["calls_made"] for s in stats) == calls  # the others counted as answered from the store
+        # asked again, one at a time: all from the store
+        assert served.judge(shared).json()["stats"][0]["calls_made"] == 0
+        assert upstream.request_count == calls
+        assert served.stop() == 0
+    # the store's answers are those of the one request alone
+    assert store_answers(tmp_path / "many" / "s.sqlite") == store_answers(tmp_path / "ref" / "s.sqlite")
+
+
+def test_a_failed_call_is_shared_by_the_requests_waiting_on_it_and_asked_again_later(tmp_path):
+    one = pairs(1, "f")
+    with OpenAITestServer("2", delay_s=0.3, script=["400"]) as upstream, Served(
+            args(upstream, tmp_path, "--concurrency", "16")) as served:
+        answers = ask_together(served, [one] * 6)
+        assert upstream.request_count == 1  # one call, failed (a 400 is not retried), for the six
+        assert [a.status for a in answers] == [502] * 6
+        assert all("backend error" in a.json()["results"][0]["reason"] for a in answers)
+        # a failure is not an answer: the next request asks again, and is answered
+        again = served.judge(one)
+        assert again.status == 200 and again.json()["results"][0]["label"] == 2 and upstream.request_count == 2
+        assert served.stop() == 0
+    assert "Traceback" not in served.stderr

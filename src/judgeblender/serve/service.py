@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
 from ..errors import ArgumentError, JudgeblenderError
+from ..flight import SingleFlight
 from ..judges.commit import writes_later
 from ..judges.engine import JudgeRun, judge_pairs_async, window_texts
 from ..judges.factory import build_judge
@@ -182,6 +183,9 @@ class Service:
         self.blend = blend_info(self.panel) if self.panel is not None else None
         self.scan = InjectionScan(self.judges)  # remembers a bounded number of texts (injection.REMEMBERED)
         self.worker = ThreadPoolExecutor(1, thread_name_prefix="judgeblender-serve")  # off_loop
+        # the model calls being made for any request, by store key: a pair asked by concurrent
+        # requests is asked of the model once, the others wait for its answer (judges/callpool.py)
+        self.flight = SingleFlight()
 
     def _close_built(self) -> None:
         for judge in self.judges:
@@ -221,7 +225,8 @@ class Service:
 
     async def judge(self, asked: Requested) -> tuple[JudgeRun, list[dict[str, Any]]]:
         """The request's pairs judged: the run, and one result per pair in the request's order."""
-        run = await judge_pairs_async(self.judges, asked.pairs, asked.queries, asked.passages, self.store)
+        run = await judge_pairs_async(self.judges, asked.pairs, asked.queries, asked.passages, self.store,
+                                      flight=self.flight)
         return run, await self.off_loop(self.answers, run, asked)
 
     def answers(self, run: JudgeRun, asked: Requested) -> list[dict[str, Any]]:
