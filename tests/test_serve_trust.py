@@ -7,15 +7,20 @@ and the test OpenAI-compatible server counting the calls it gets."""
 from __future__ import annotations
 
 import json
+import random
 import socket
 import socketserver
 import statistics
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 from openai_server import OpenAITestServer
 from serve_helpers import Served, answer_of
+
+from judgeblender.store import CallStore
 
 
 @pytest.fixture(autouse=True)
@@ -130,9 +135,6 @@ def test_bodies_being_read_are_bounded_and_a_trickling_body_is_timed_as_a_whole(
 
 
 def test_read_limits_are_checked_at_start(tmp_path):
-    import subprocess
-    import sys
-
     for option, value, expected in (("--max-reading", "0", "at least 1"), ("--read-timeout", "0", "positive"),
                                     ("--read-timeout", "nan", "finite"), ("--read-timeout", "-1", "positive")):
         done = subprocess.run([sys.executable, "-m", "judgeblender", "serve", "-j", "openai:m", "--store",
@@ -188,8 +190,6 @@ def test_ready_is_said_once_the_judges_have_loaded_what_they_load(tmp_path):
     moment it appears is answered at once, and the store's writer process is already running."""
     with OpenAITestServer("2") as upstream, Served(args(upstream, tmp_path)) as served:
         assert probe(served) < 0.25
-        import subprocess
-
         children = subprocess.run(["ps", "--ppid", str(served.proc.pid), "-o", "args="], capture_output=True,
                                   text=True).stdout
         assert "judgeblender" in children and "writer" in children, children
@@ -199,10 +199,6 @@ def test_ready_is_said_once_the_judges_have_loaded_what_they_load(tmp_path):
 # ----------------------------------------------------------------------------- part 7: single flight
 def store_answers(path) -> dict[str, str]:
     """Every stored call's answer by key: what the store holds, whatever the order it came in."""
-    import sqlite3
-
-    from judgeblender.store import CallStore
-
     with CallStore(path) as store:
         return {rec["key"]: rec["raw_output"] for rec in store.iter_calls()}
 
@@ -225,8 +221,6 @@ def ask_together(served: Served, bodies: list[list[dict]]) -> list:
 
 
 def test_concurrent_requests_for_the_same_pairs_make_one_model_call_each(tmp_path):
-    import random
-
     shared = pairs(40, "s")
     # the reference: the 40 pairs in one request, alone (answer_of makes some answers invalid: asked again)
     with OpenAITestServer(answer_of, max_requests=5000) as upstream, Served(args(upstream, tmp_path / "ref")) as served:

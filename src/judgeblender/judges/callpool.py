@@ -11,6 +11,12 @@ An answer from the store counts at once. A model's answer is queued for the stor
 request meanwhile and waits only when GROUP of its answers are uncommitted, so an instant
 model's rows commit in groups. The reporter's wave starts at every request and drops those the
 store answers, so its rate and ETA are the model's.
+
+Given a `SingleFlight` (judgeblender serve's, shared by its requests), a call the store could not
+answer is made once for every run of the loop that needs it: the first worker to need it leads
+(asks the model), the others wait for its answer, handed to them once committed, and count it as
+answered from the store; a worker that finds nothing in flight reads the store once more first,
+as the answer may have been committed since its chunk was looked up.
 """
 
 from __future__ import annotations
@@ -186,7 +192,7 @@ class CallPool:
                 reporter.advance(outcome.value is None)
         await self.count_committed(uncommitted, everything=True)
 
-    async def board(self, key: str) -> tuple[StoredCall | CallResult | None, asyncio.Future | None]:
+    async def board(self, key: str) -> tuple[StoredCall | None, asyncio.Future | None]:
         """Before a call the store could not answer: (an answer, None) where another run of
         this loop made the same call meanwhile (waited for while it is in flight, or found in
         the store once committed); else (None, the flight this worker now leads, to `land`)."""
