@@ -4,9 +4,10 @@ Endpoints: POST /v1/judge, GET /v1/panel, GET /v1/health, GET /metrics (Promethe
 GET /openapi.json. Every answer is JSON, errors included (`{"error": ..., "field": ...}`): a
 missing or wrong bearer token is 401, a body that has not all arrived within the read timeout
 408 (its connection closed), a body past the size limit or too many pairs 413, a full queue (or
-too many bodies being received) 429 with Retry-After, a bad field 400 naming it (`pairs[3].passage`), failed model calls
-502 with what was judged. Only GET /v1/health answers without a token, so a load balancer can
-probe it; the rest, metrics included, need one when the server has tokens.
+too many bodies being received) 429 with Retry-After, a bad field 400 naming it
+(`pairs[3].passage`), failed model calls 502 with what was judged. Only GET /v1/health answers
+without a token, so a load balancer can probe it; the rest, metrics included, need one when the
+server has tokens.
 
 Imported only when the command runs (cli/serve.py): `import judgeblender` and every other
 command load no web framework.
