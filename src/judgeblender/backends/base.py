@@ -93,6 +93,12 @@ class Backend(ABC):
     def close(self) -> None:
         """Release model memory or connections."""
 
+    async def aprepare(self) -> None:
+        """Load now, in the running event loop, what the first call would load there (an SDK and
+        what it reads from disk, the loop's clients), so a server is ready when it says so and
+        its first request blocks the loop on none of it. Nothing by default: an embedded model
+        is loaded when it is built."""
+
     async def aclose(self) -> None:
         """Close what this backend opened on the running event loop (a served client's
         connections), on that loop: the engine calls it as a run's loop ends. Nothing by default."""

@@ -448,6 +448,21 @@ class OpenAICompatBackend(Backend):
                 self._loops[loop] = state
             return state
 
+    async def aprepare(self) -> None:
+        """The SDK imported and what its clients read from disk (the CA bundle, the platform)
+        loaded in a worker thread, then this loop's clients made, and the asyncio backend their
+        connections use loaded: 0.5-1.6 s that the first request of a server paid on its event
+        loop, every other request (GET /v1/health too) waiting on it."""
+        await asyncio.to_thread(_load_sdk)
+        self._state()
+        # anyio, under the SDK's HTTP library, loads its asyncio backend at the first connection
+        # (0.1 s of imports); its first call loads it now
+        try:
+            import anyio
+        except ImportError:  # pragma: no cover - an HTTP library without it
+            return
+        await anyio.sleep(0)
+
     def _count_retry(self, reason: str) -> None:
         with self._lock:
             self.retries_total += 1
@@ -668,6 +683,14 @@ def _shared_ssl_context() -> Any:
     None (each client builds its own) when the SDK's HTTP library has no such function."""
     create = getattr(_http_library(), "create_ssl_context", None)
     return create() if callable(create) else None
+
+
+def _load_sdk() -> None:
+    """Everything of the SDK a call loads once per process (each cached where it is defined)."""
+    _headers()
+    _bounded_body_class()
+    _shared_ssl_context()
+    _sdk_platform()
 
 
 async def _close_all(clients: list[Any]) -> None:

@@ -8,6 +8,7 @@ is imported only here, when the command runs, and its absence is one error namin
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -40,7 +41,9 @@ def register(app: typer.Typer) -> None:
         corpus: Optional[Path] = typer.Option(None, "--corpus", "-c", help="Passages JSONL (or irds:ID), so requests may send a docid without its passage."),
         max_body: int = typer.Option(8 * 1024 * 1024, "--max-body", help="Largest request body in bytes (larger: 413)."),
         max_pairs: int = typer.Option(1000, "--max-pairs", help="Most pairs in one request (more: 413)."),
-        max_queue: int = typer.Option(256, "--max-queue", help="Requests judged or waiting at once (more: 429 with Retry-After)."),
+        max_queue: int = typer.Option(256, "--max-queue", help="Requests judged or waiting at once, counted once their bodies are read (more: 429 with Retry-After)."),
+        max_reading: int = typer.Option(64, "--max-reading", help="Request bodies being received at once (more: 429 with Retry-After)."),
+        read_timeout: float = typer.Option(30.0, "--read-timeout", help="Seconds a request's whole body may take to arrive (later: 408, connection closed)."),
         allow_fallback: AllowFallback = False,
         invalid_policy: InvalidPolicy = "retry-once",
         seed: Seed = 0,
@@ -55,13 +58,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve a judge or a panel over HTTP: POST /v1/judge, GET /v1/panel, /v1/health, /metrics (docs/serve.md)."""
         from ..serve.server import bind, check_exposure, read_tokens, run
+        from ..serve.service import Limits
 
         if (model is None) == (panel is None):
             raise ArgumentError("--judge", "either --judge MODEL or --panel PANEL (one of them)",
                                 described="both" if model else "neither")
-        for name, value in (("--max-body", max_body), ("--max-pairs", max_pairs), ("--max-queue", max_queue)):
+        for name, value in (("--max-body", max_body), ("--max-pairs", max_pairs), ("--max-queue", max_queue),
+                            ("--max-reading", max_reading)):
             if value < 1:
                 raise ArgumentError(name, "a whole number of at least 1", value)
+        if not (math.isfinite(read_timeout) and read_timeout > 0):
+            raise ArgumentError("--read-timeout", "a positive number of seconds", read_timeout)
         tokens = read_tokens(token_file) if token_file is not None else None
         check_exposure(host, tokens is not None)
         for token in tokens or ():
@@ -80,18 +87,19 @@ def register(app: typer.Typer) -> None:
                                          "panel without it, or judge with `judgeblender judge --panel`")
         else:
             judging = options.spec(model, prompt)
-        _serve(judging, store_path, host, port, tokens, queries, corpus, max_body, max_pairs, max_queue, redact,
-               port_file, bind, run)
+        limits = Limits(max_body, max_pairs, max_queue, max_reading, read_timeout)
+        _serve(judging, store_path, host, port, tokens, queries, corpus, limits, redact, port_file, bind, run)
 
 
-def _serve(judging, store_path: Path, host: str, port: int, tokens, queries, corpus, max_body: int, max_pairs: int,
-           max_queue: int, redact: bool, port_file: Path | None, bind, run) -> None:
+def _serve(judging, store_path: Path, host: str, port: int, tokens, queries, corpus, limits, redact: bool,
+           port_file: Path | None, bind, run) -> None:
     """Bind, build the service (judges, store, texts), and serve until SIGTERM or Ctrl+C."""
     from ..fileio import atomic_write_text
     from ..pairs import read_queries
     from ..pairs.corpus import close_corpus, open_corpus
     from ..serve.app import build_app
-    from ..serve.service import Limits, Service
+    from ..serve.server import url_of
+    from ..serve.service import Service
     from ..store import CallStore
 
     query_map = read_queries(queries) if queries is not None else None
@@ -100,16 +108,18 @@ def _serve(judging, store_path: Path, host: str, port: int, tokens, queries, cor
         sock = bind(host, port)  # before the judges are built: a port in use is one error, at once
         # closed by the app's shutdown once the last request is answered; here too, if it never ran
         with CallStore(store_path, redact_passages=redact) as store:
-            service = Service(judging, store, query_map, passages, Limits(max_body, max_pairs, max_queue))
+            service = Service(judging, store, query_map, passages, limits)
             what = f"panel {service.panel.name}" if service.panel is not None else f"judge {service.judges[0].id}"
 
-            def say(url: str) -> None:
+            url = url_of(sock)
+
+            def say() -> None:  # once the judges have loaded what they load: ready means ready
                 if port_file is not None:  # whole or not at all: a script waiting on it never reads half a number
                     atomic_write_text(port_file, url.rsplit(":", 1)[1] + "\n")
                 err_console.print(f"serving {what} on {url} (POST /v1/judge; GET /v1/panel, /v1/health, /metrics); "
                                   f"store {store_path}; SIGTERM or Ctrl+C stops it", markup=False, soft_wrap=True)
 
-            run(build_app(service, tokens), sock, "judgeblender serve", say)
+            run(build_app(service, tokens, say), sock, "judgeblender serve")
         err_console.print("stopped: every answer given is in the store", markup=False)
     finally:
         if passages is not None:

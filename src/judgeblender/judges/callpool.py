@@ -11,11 +11,18 @@ An answer from the store counts at once. A model's answer is queued for the stor
 request meanwhile and waits only when GROUP of its answers are uncommitted, so an instant
 model's rows commit in groups. The reporter's wave starts at every request and drops those the
 store answers, so its rate and ETA are the model's.
+
+Given a `SingleFlight` (judgeblender serve's, shared by its requests), a call the store could not
+answer is made once for every run of the loop that needs it: the first worker to need it leads
+(asks the model), the others wait for its answer, handed to them once committed, and count it as
+answered from the store; a worker that finds nothing in flight reads the store once more first,
+as the answer may have been committed since its chunk was looked up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -23,6 +30,7 @@ from typing import TYPE_CHECKING
 from ..backends.base import LogprobsUnsupported
 from ..calls import CallRequest, CallResult, call_keys
 from ..errors import BackendError
+from ..flight import SingleFlight
 from ..prompts import Step
 from ..store import CallStore
 from ..store.calls import StoredCall
@@ -38,6 +46,10 @@ if TYPE_CHECKING:
     from .run import PairState
 
 LOOKAHEAD = 256  # requests keyed and looked up in the store together (CallPool.lookups)
+# Answers from the store a worker counts before it lets the event loop run something else: a
+# wave answered from the store awaits nothing, and 200 pairs of 20 KB held a server's loop (its
+# GET /v1/health) for 90-240 ms; a yield per 32 costs nothing to measure.
+YIELD_EVERY = 32
 
 # (pair, attempt, the step's rendered prompt: system, user)
 Ask = tuple["PairState", int, tuple[str | None, str]]
@@ -53,8 +65,10 @@ class CallPool:
     when the server says it cannot score: the answers that came before it have counted."""
 
     def __init__(self, judge: Judge, step: Step, asks: list[Ask], store: CallStore | None,
-                 commits: GroupCommit | None, reporter: Reporter, stats: JudgeStats, on_answer: OnAnswer):
+                 commits: GroupCommit | None, reporter: Reporter, stats: JudgeStats, on_answer: OnAnswer,
+                 flight: SingleFlight | None = None):
         self.judge, self.step, self.asks = judge, step, asks
+        self.flight = flight if commits is not None else None  # calls in flight, shared: with a store only
         self.store, self.commits, self.reporter, self.stats, self.on_answer = store, commits, reporter, stats, on_answer
         self.identity = judge.backend.identity()
         self.scale = judge.template.scale
@@ -126,34 +140,74 @@ class CallPool:
         kind = backend.kind
         # this worker's answers written but not yet committed: (the commit's future, ask, outcome)
         uncommitted: deque[tuple[asyncio.Future, int, StepOutcome]] = deque()
+        hits = 0  # answers from the store counted since this worker last let the loop run
         for i, key, hit in todo:
             if self.no_logprobs is not None:  # issue no more calls the server cannot score
                 break
             req = self.request(i)
-            if hit is not None:
-                stats.cache_hits += 1
-                self.count(i, self.outcome_of(i, hit.result, cached=True))
-                reporter.answered_from_store()
-                continue
+            flight = None
             try:
-                result = await backend.aexecute(req)
-            except LogprobsUnsupported as exc:
+                if hit is None and self.flight is not None:
+                    hit, flight = await self.board(key)
+            except LogprobsUnsupported as exc:  # the call waited for failed so: as if made here
                 self.no_logprobs = self.no_logprobs or exc
                 break
             except BackendError as exc:
                 self.count(i, None, exc)
                 reporter.advance(True)
                 continue
+            if hit is not None:
+                stats.cache_hits += 1
+                self.count(i, self.outcome_of(i, hit.result, cached=True))
+                reporter.answered_from_store()
+                hits += 1
+                if hits == YIELD_EVERY:
+                    hits = 0
+                    await asyncio.sleep(0)
+                continue
+            try:
+                result = await backend.aexecute(req)
+            except BaseException as exc:
+                if flight is not None:  # those waiting on this call get its failure (a cancel: they ask)
+                    self.flight.land(key, flight, error=exc)  # type: ignore[union-attr]
+                if isinstance(exc, LogprobsUnsupported):
+                    self.no_logprobs = self.no_logprobs or exc
+                    break
+                if isinstance(exc, BackendError):
+                    self.count(i, None, exc)
+                    reporter.advance(True)
+                    continue
+                raise
             outcome = self.outcome_of(i, result, cached=False)
             if commits is not None:  # in the store before it counts
                 parsed = {"value": outcome.value, "invalid_reason": outcome.invalid_reason}
-                uncommitted.append((commits.submit(CallRow(key, kind, self.identity, req, result, parsed)), i, outcome))
+                committed = commits.submit(CallRow(key, kind, self.identity, req, result, parsed))
+                if flight is not None:  # those waiting on this call get its answer once it is committed
+                    committed.add_done_callback(functools.partial(self.landed, key, flight, result))
+                uncommitted.append((committed, i, outcome))
                 await self.count_committed(uncommitted, everything=False)
             else:
                 stats.calls_made += 1
                 self.count(i, outcome)
                 reporter.advance(outcome.value is None)
         await self.count_committed(uncommitted, everything=True)
+
+    async def board(self, key: str) -> tuple[StoredCall | None, asyncio.Future | None]:
+        """Before a call the store could not answer: (an answer, None) where another run of
+        this loop made the same call meanwhile (waited for while it is in flight, or found in
+        the store once committed); else (None, the flight this worker now leads, to `land`)."""
+        shared, result = await self.flight.follow(key)  # type: ignore[union-attr]
+        if shared:
+            return StoredCall(key, result, None), None
+        stored = self.store.get(key) if self.store is not None else None  # committed since the look-up
+        if stored is not None:
+            return stored, None
+        return None, self.flight.lead(key)  # type: ignore[union-attr]
+
+    def landed(self, key: str, flight: asyncio.Future, result: CallResult, committed: asyncio.Future) -> None:
+        """A led call's commit is done: its answer (or the store's error) to those waiting on it."""
+        error = asyncio.CancelledError() if committed.cancelled() else committed.exception()
+        self.flight.land(key, flight, result, error)  # type: ignore[union-attr]
 
     async def count_committed(self, uncommitted: deque[tuple[asyncio.Future, int, StepOutcome]],
                               everything: bool) -> None:

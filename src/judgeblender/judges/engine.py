@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..errors import ArgumentError
+from ..flight import SingleFlight
 from ..pairs import Pair
 from ..store import CallStore
 from .answers import interpret, step_examples
@@ -43,15 +44,18 @@ __all__ = [
 async def judge_pairs_async(
     judges: Iterable[Judge | PairJudge], pairs: Sequence[Pair], queries: dict[str, str], corpus: dict[str, str],
     store: CallStore | None = None, reporter: Reporter | None = None, skip_missing: bool = False,
+    flight: SingleFlight | None = None,
 ) -> JudgeRun:
     """Judge `pairs` with every judge, one after another, in the running event loop (pairs may be
-    (qid, docid) tuples); the judgments come back in input order, each pair once."""
+    (qid, docid) tuples); the judgments come back in input order, each pair once. `flight`: shared
+    by the runs of one loop (a server's requests), a call one of them is making is waited for by
+    the others that need it, not made again (callpool.CallPool)."""
     judges = list(judges)
     check_ids(judges)
     pairs = [p if isinstance(p, Pair) else Pair(*map(str, p)) for p in pairs]  # (qid, docid) tuples too
     ok, skipped = resolve_pairs(pairs, queries, corpus, skip_missing)
     items = [(p, {"query": queries[p.qid], "passage": corpus[p.docid]}) for p in ok]
-    judgments, stats = await judge_items(judges, items, store, reporter or SilentReporter())
+    judgments, stats = await judge_items(judges, items, store, reporter or SilentReporter(), flight)
     return JudgeRun(pairs=ok, judgments=judgments, stats=stats, skipped=skipped)
 
 

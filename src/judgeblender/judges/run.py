@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from .. import asyncrun
 from ..backends.base import LogprobsUnsupported
 from ..errors import BackendError, CallDeferred, JudgeblenderError
+from ..flight import SingleFlight
 from ..pairs import Pair
 from ..prompts import Step
 from ..store import CallStore
@@ -72,8 +73,8 @@ class JudgeRunState:
     commits to the store (None without one)."""
 
     def __init__(self, judge: Judge, items: list[tuple[Pair, dict[str, str]]], store: CallStore | None,
-                 reporter: Reporter):
-        self.judge, self.store, self.reporter = judge, store, reporter
+                 reporter: Reporter, flight: SingleFlight | None = None):
+        self.judge, self.store, self.reporter, self.flight = judge, store, reporter, flight
         self.started = time.perf_counter()  # the stats' seconds count the passages' cutting too
         self.stats = JudgeStats(judge.id, pairs=len(items), fallback=judge.fallback)
         self.steps = judge.template.steps
@@ -192,7 +193,7 @@ class JudgeRunState:
         render = self.judge.template.render_step
         asks: list[Ask] = [(s, attempt, render(wave.step, s.values)) for s, attempt in pending]
         pool = CallPool(self.judge, wave.step, asks, self.store, self.commits, self.reporter, self.stats,
-                        functools.partial(self.apply, wave))
+                        functools.partial(self.apply, wave), self.flight)
         try:
             await pool.run()
         except LogprobsUnsupported as exc:
@@ -214,21 +215,22 @@ class JudgeRunState:
 
 
 async def run_judge(judge: Judge, items: list[tuple[Pair, dict[str, str]]], store: CallStore | None,
-                    reporter: Reporter) -> tuple[dict[Pair, Judgment], JudgeStats]:
+                    reporter: Reporter, flight: SingleFlight | None = None) -> tuple[dict[Pair, Judgment], JudgeStats]:
     """One LLM judge over `items` ((pair, {input name: text}), already checked): its judgment of
-    each pair, in input order, and its stats. The jury and judge_pairs both run judges so."""
-    return await JudgeRunState(judge, items, store, reporter).run()
+    each pair, in input order, and its stats. The jury and judge_pairs both run judges so.
+    `flight`: the calls in flight of other runs in this loop, shared (CallPool)."""
+    return await JudgeRunState(judge, items, store, reporter, flight).run()
 
 
 async def judge_items(judges: list[Judge | PairJudge], items: list[tuple[Pair, dict[str, str]]],
-                      store: CallStore | None, reporter: Reporter
+                      store: CallStore | None, reporter: Reporter, flight: SingleFlight | None = None
                       ) -> tuple[dict[str, dict[Pair, Judgment]], dict[str, JudgeStats]]:
     """Every judge over the same items, one after another (each judge's calls sorted on their own)."""
     judgments: dict[str, dict[Pair, Judgment]] = {}
     stats: dict[str, JudgeStats] = {}
     for judge in judges:
         if isinstance(judge, Judge):
-            judgments[judge.id], stats[judge.id] = await run_judge(judge, items, store, reporter)
+            judgments[judge.id], stats[judge.id] = await run_judge(judge, items, store, reporter, flight)
         else:
             judgments[judge.id], stats[judge.id] = await judge.run(items, store, reporter)
     return judgments, stats

@@ -2,10 +2,12 @@
 
 Endpoints: POST /v1/judge, GET /v1/panel, GET /v1/health, GET /metrics (Prometheus text) and
 GET /openapi.json. Every answer is JSON, errors included (`{"error": ..., "field": ...}`): a
-missing or wrong bearer token is 401, a body past the size limit or too many pairs 413, a full
-queue 429 with Retry-After, a bad field 400 naming it (`pairs[3].passage`), failed model calls
-502 with what was judged. Only GET /v1/health answers without a token, so a load balancer can
-probe it; the rest, metrics included, need one when the server has tokens.
+missing or wrong bearer token is 401, a body that has not all arrived within the read timeout
+408 (its connection closed), a body past the size limit or too many pairs 413, a full queue (or
+too many bodies being received) 429 with Retry-After, a bad field 400 naming it
+(`pairs[3].passage`), failed model calls 502 with what was judged. Only GET /v1/health answers
+without a token, so a load balancer can probe it; the rest, metrics included, need one when the
+server has tokens.
 
 Imported only when the command runs (cli/serve.py): `import judgeblender` and every other
 command load no web framework.
@@ -13,6 +15,7 @@ command load no web framework.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -23,7 +26,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -58,6 +61,8 @@ class Metrics:
                                  ["endpoint"], registry=r,
                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
         self.in_flight = Gauge("judgeblender_requests_in_flight", "POST /v1/judge requests admitted", registry=r)
+        self.reading = Gauge("judgeblender_bodies_reading", "POST /v1/judge request bodies being received",
+                             registry=r)
 
     def text(self) -> bytes:
         return generate_latest(self.registry)
@@ -73,6 +78,12 @@ def error(status: int, message: str, field: str | None = None, headers: dict[str
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def busy(why: str) -> JSONResponse:
+    """429: the server is full now (`why`: which limit); the client is told when to come back."""
+    return error(429, f"the server is busy: {why}; send this one again after Retry-After seconds",
+                 headers={"Retry-After": "1"})
+
+
 class Tokens:
     """The bearer tokens the server accepts (none: every request is let in, loopback only)."""
 
@@ -83,18 +94,28 @@ class Tokens:
         return bearer_allowed(request.headers.get("authorization"), self.tokens)
 
 
-async def read_body(request: Request, limit: int) -> bytes | None:
+class BodyTimeout(Exception):
+    """A request body that did not all arrive within the server's read timeout."""
+
+
+async def read_body(request: Request, limit: int, timeout_s: float) -> bytes | None:
     """The request's body, or None past `limit` bytes: refused from its Content-Length before
-    any is read, or as soon as the bytes received pass it (a chunked or lying body)."""
+    any is read, or as soon as the bytes received pass it (a chunked or lying body). BodyTimeout
+    when the whole body has not arrived within `timeout_s` (a stalled or trickling client: the
+    time is for the whole body, so a byte a second cannot keep it open)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         return None
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    return None
+                chunks.append(chunk)
+    except TimeoutError:
+        raise BodyTimeout from None
     return b"".join(chunks)
 
 
@@ -114,12 +135,14 @@ def parse_json(data: bytes) -> Any:
         raise ArgumentError("body", "a JSON object", described="JSON nested too deep to read") from None
 
 
-def build_app(service: Service, tokens: list[str] | None = None) -> Starlette:
-    """The app serving `service`; `tokens`: the bearer tokens it accepts (None: no token needed)."""
+def build_app(service: Service, tokens: list[str] | None = None, ready: Callable[[], None] | None = None) -> Starlette:
+    """The app serving `service`; `tokens`: the bearer tokens it accepts (None: no token needed);
+    `ready()` is called once the judges have loaded all they load (Service.prepare)."""
     metrics = Metrics()
     guard = Tokens(tokens)
     limits = service.limits
-    admitted = 0  # POST /v1/judge requests in the server now: the bounded queue
+    admitted = 0  # POST /v1/judge requests in the server now, their bodies read: the bounded queue
+    reading = 0  # POST /v1/judge bodies being received now: bounded apart (--max-reading)
 
     def endpoint(name: str, public: bool = False) -> Callable[[Handler], Handler]:
         """Counts and times the handler's answers; asks for the token unless `public`."""
@@ -147,26 +170,41 @@ def build_app(service: Service, tokens: list[str] | None = None) -> Starlette:
 
     @endpoint("judge")
     async def judge(request: Request) -> Response:
-        nonlocal admitted
+        """A request is read first, then admitted: a client whose body is slow to come (or never
+        comes) holds a reading place, for the read timeout at most, and never a place in the
+        queue, so stalled clients cannot turn every later request away."""
+        nonlocal admitted, reading
+        if reading >= limits.max_reading:
+            return busy(f"{limits.max_reading} request bodies are being received (its --max-reading)")
+        reading += 1
+        metrics.reading.inc()
+        try:
+            data = await read_body(request, limits.max_body, limits.read_timeout_s)
+        except ClientDisconnect:  # nobody is left to answer: counted, not logged as a failure
+            return error(400, "the client closed its connection before its body arrived", field="body")
+        except BodyTimeout:
+            return error(408, f"the request body did not arrive within {limits.read_timeout_s:g} s (the server's "
+                              "--read-timeout); the connection is closed", field="body",
+                         headers={"Connection": "close"})
+        finally:
+            reading -= 1
+            metrics.reading.dec()
+        if data is None:
+            return error(413, f"the request body is larger than this server takes ({limits.max_body} bytes, its "
+                              "--max-body); send the pairs in several requests", field="body")
         if admitted >= limits.max_queue:
-            return error(429, f"the server is busy: {limits.max_queue} requests are being judged or wait to be "
-                              "(its --max-queue); send this one again after Retry-After seconds",
-                         headers={"Retry-After": "1"})
+            return busy(f"{limits.max_queue} requests are being judged or wait to be (its --max-queue)")
         admitted += 1
         metrics.in_flight.inc()
         try:
-            return await _judge(request)
+            return await _judge(data)
         finally:
             admitted -= 1
             metrics.in_flight.dec()
 
-    async def _judge(request: Request) -> Response:
-        data = await read_body(request, limits.max_body)
-        if data is None:
-            return error(413, f"the request body is larger than this server takes ({limits.max_body} bytes, its "
-                              "--max-body); send the pairs in several requests", field="body")
+    async def _judge(data: bytes) -> Response:
         try:
-            asked = service.read(parse_json(data))
+            asked = await service.off_loop(lambda: service.read(parse_json(data)))
         except TooLarge as exc:
             return error(413, str(exc), field="pairs")
         except ArgumentError as exc:
@@ -189,8 +227,8 @@ def build_app(service: Service, tokens: list[str] | None = None) -> Starlette:
             body["error"] = (f"{failed} of {sum(s.pairs for s in stats)} judgments (judge x pair) not made because "
                              "their model calls failed after all retries (reasons in the results); send the request "
                              "again to retry only those (answered calls are reused from the store)")
-            return JSONResponse(body, status_code=502)
-        return JSONResponse(body)
+            return await service.off_loop(JSONResponse, body, 502)
+        return await service.off_loop(JSONResponse, body)  # the answer's JSON, up to megabytes
 
     @endpoint("panel")
     async def panel(request: Request) -> Response:
@@ -198,7 +236,8 @@ def build_app(service: Service, tokens: list[str] | None = None) -> Starlette:
 
     @endpoint("health", public=True)
     async def health(request: Request) -> Response:
-        return JSONResponse({"status": "ok", "in_flight": admitted, "max_queue": limits.max_queue})
+        return JSONResponse({"status": "ok", "in_flight": admitted, "max_queue": limits.max_queue,
+                             "reading": reading, "max_reading": limits.max_reading})
 
     @endpoint("metrics")
     async def prometheus(request: Request) -> Response:
@@ -215,6 +254,9 @@ def build_app(service: Service, tokens: list[str] | None = None) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
+            await service.prepare()
+            if ready is not None:
+                ready()
             yield
         finally:
             await service.close()  # in uvicorn's loop, after the last request: every answer committed

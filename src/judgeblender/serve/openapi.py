@@ -49,7 +49,9 @@ def document(limits: Any) -> dict[str, Any]:
             "/v1/judge": {"post": {
                 "summary": "Judge pairs; results in the request's order",
                 "description": f"At most {limits.max_pairs} pairs and {limits.max_body} bytes per request, "
-                               f"{limits.max_queue} requests admitted at once.",
+                               f"{limits.max_queue} requests admitted at once (once their bodies are read), "
+                               f"{limits.max_reading} bodies received at once, each within "
+                               f"{limits.read_timeout_s:g} s.",
                 "security": secured,
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["pairs"], "additionalProperties": False,
@@ -60,7 +62,7 @@ def document(limits: Any) -> dict[str, Any]:
                         "type": "object", "properties": {"results": {"type": "array",
                                                                      "items": {"$ref": "#/components/schemas/Result"}},
                                                          "stats": {"type": "array", "items": {"type": "object"}}}}}}},
-                    "400": _error(), "401": _error(), "413": _error(),
+                    "400": _error(), "401": _error(), "408": _error(), "413": _error(),
                     "429": {**_error(), "headers": {"Retry-After": {"schema": {"type": "integer"}}}},
                     "502": {"description": "model calls failed: the results say which pairs; send it again"},
                     "503": _error()}}},

@@ -51,6 +51,7 @@ from ..backends.openai_compat import parse_retry_after
 from ..backends.openai_keys import public_base_url, resolve_api_key
 from ..calls import FAILED_CALL, CallRequest, CallResult, Message, canonical_json
 from ..errors import ArgumentError, BackendError, InputError, JudgeblenderError, shown
+from ..flight import SingleFlight
 from ..hashing import sha256_text
 from ..store import CallStore
 from ..store.rows import CallRow
@@ -341,7 +342,7 @@ class Proxy:
         masking.register(settings.upstream_key)
         self.store = CallStore(settings.store)
         self.gate = RateGate()
-        self.in_flight: dict[str, asyncio.Future] = {}
+        self.flight = SingleFlight()  # the deterministic requests being asked, by cache key
         self.client: Any = None
 
     async def start(self) -> None:
@@ -381,34 +382,17 @@ class Proxy:
         if not deterministic(body):
             return await self._ask(body, raw, headers, None)
         key = cache_key(self.base, body)
-        while (waiting := self.in_flight.get(key)) is not None:  # the same request is being asked
-            try:
-                outcome = await asyncio.shield(waiting)  # its outcome, shared
-                return Outcome(outcome.status, outcome.body, outcome.headers, "shared")
-            except asyncio.CancelledError:
-                if not waiting.cancelled():
-                    raise  # this request was cancelled, not the one it waited for
-        future = asyncio.get_running_loop().create_future()
-        self.in_flight[key] = future
-        try:
-            # read here, on the loop: nothing can commit this key between the read and the entry
-            # above, since only the entry's owner asks upstream for it
-            stored = self.store.get(key)
-            if stored is not None:
-                outcome = Outcome(200, stored.result.text.encode(), {}, "hit")
-            else:
-                outcome = await self._ask(body, raw, headers, key)
-            future.set_result(outcome)
-            return outcome
-        except asyncio.CancelledError:
-            future.cancel()  # its followers ask again (one of them upstream)
-            raise
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: the followers get it, no "never retrieved" warning
-            raise
-        finally:
-            del self.in_flight[key]
+        outcome, shared = await self.flight.run(key, lambda: self._answer(body, raw, headers, key))
+        return Outcome(outcome.status, outcome.body, outcome.headers, "shared") if shared else outcome
+
+    async def _answer(self, body: dict[str, Any], raw: bytes, headers: dict[str, str], key: str) -> Outcome:
+        """A deterministic request's answer, as the leader of its flight: from the store, read
+        here, on the loop (nothing can commit this key between the read and the flight's start,
+        since only the flight's leader asks upstream for it), or asked upstream."""
+        stored = self.store.get(key)
+        if stored is not None:
+            return Outcome(200, stored.result.text.encode(), {}, "hit")
+        return await self._ask(body, raw, headers, key)
 
     async def _ask(self, body: dict[str, Any], raw: bytes, headers: dict[str, str], key: str | None) -> Outcome:
         """Ask the upstream (unless its rate limit pauses every request) and store a good answer

@@ -16,7 +16,7 @@ import os
 import socket
 import stat
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -137,12 +137,12 @@ def _graceful_signals(server: Any) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def run(app: Any, sock: socket.socket, what: str, on_listening: Callable[[str], None] | None = None,
-        **config: Any) -> None:
+def run(app: Any, sock: socket.socket, what: str, **config: Any) -> None:
     """Serve `app` on `sock` until SIGTERM or Ctrl+C, then return (exit 0) once the requests in
-    flight are answered and the app's shutdown has run. `on_listening(url)` is told the URL before
-    the server starts (an app may instead announce itself from its startup); `config`: more of
-    uvicorn.Config's settings. `what` names the server in the error when it does not start."""
+    flight are answered and the app's shutdown has run. The app announces itself from its
+    startup, once it can answer (serve's judges loaded, the proxy's client made): said earlier,
+    a client would wait on the start-up. `config`: more of uvicorn.Config's settings. `what`
+    names the server in the error when it does not start."""
     uvicorn = require("uvicorn", "serve", what)
 
     class Server(uvicorn.Server):
@@ -151,8 +151,6 @@ def run(app: Any, sock: socket.socket, what: str, on_listening: Callable[[str], 
 
     server = Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                                    **{"timeout_keep_alive": 30, "backlog": BACKLOG, **config}))
-    if on_listening is not None:
-        on_listening(url_of(sock))
     try:
         server.run(sockets=[sock])
     finally:

@@ -14,11 +14,15 @@ the same inputs and store (judges/outputs.py `detail_record`), and the panel's b
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ArgumentError, JudgeblenderError
+from ..flight import SingleFlight
+from ..judges.commit import writes_later
 from ..judges.engine import JudgeRun, judge_pairs_async, window_texts
 from ..judges.factory import build_judge
 from ..judges.injection import InjectionScan
@@ -31,16 +35,22 @@ from ..panels.run_panel import blend_info, streams
 from ..store import CallStore
 
 PAIR_FIELDS = ("qid", "docid", "query", "passage")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Limits:
     """What one request may ask, and how many may wait: past them the answer is an error that
-    says which limit (413, 429), never a slow or dropped request."""
+    says which limit (408, 413, 429), never a slow or dropped request. A request is admitted to
+    the queue only once its body is read, and bodies being read are bounded apart, with a time
+    to arrive: a client that stalls mid-body holds a reading place for `read_timeout_s` at most,
+    and never a place in the queue."""
 
     max_body: int = 8 * 1024 * 1024  # bytes of a request body
     max_pairs: int = 1000  # pairs in one POST /v1/judge
-    max_queue: int = 256  # requests admitted at once (being judged or waiting to be)
+    max_queue: int = 256  # requests admitted at once (being judged or waiting to be), bodies read
+    max_reading: int = 64  # request bodies being received at once (a slow client holds one)
+    read_timeout_s: float = 30.0  # seconds a request's whole body may take to arrive (then 408)
 
 
 class TooLarge(JudgeblenderError):
@@ -172,10 +182,24 @@ class Service:
             raise
         self.blend = blend_info(self.panel) if self.panel is not None else None
         self.scan = InjectionScan(self.judges)  # remembers a bounded number of texts (injection.REMEMBERED)
+        self.worker = ThreadPoolExecutor(1, thread_name_prefix="judgeblender-serve")  # off_loop
+        # the model calls being made for any request, by store key: a pair asked by concurrent
+        # requests is asked of the model once, the others wait for its answer (judges/callpool.py)
+        self.flight = SingleFlight()
 
     def _close_built(self) -> None:
         for judge in self.judges:
             getattr(judge, "close", lambda: None)()
+
+    async def prepare(self) -> None:
+        """Everything the judges load before their first call (an SDK, its clients, the store's
+        writer process), loaded now, in the server's loop before it says it is ready: the first
+        request then blocks the loop on none of it (GET /v1/health stays fast from the start)."""
+        for judge in self.judges:
+            if isinstance(judge, Judge):
+                await judge.backend.aprepare()
+                if writes_later(judge.backend):
+                    self.store.write_in_child()
 
     async def close(self) -> None:
         """Close the judges' connections on this loop, then the store (its last commits waited for)."""
@@ -185,14 +209,29 @@ class Service:
                     await judge.backend.aclose()
             self._close_built()
         finally:
+            self.worker.shutdown()
             self.store.close()
 
     def read(self, body: Any) -> Requested:
         return read_pairs(body, self.limits, self.queries, self.corpus)
 
+    async def off_loop(self, work: Callable[..., T], *args: Any) -> T:
+        """`work(*args)` in the service's worker thread, the event loop free meanwhile: reading a
+        body's JSON and texts, scanning passages, blending and writing the answer cost up to
+        half a second for a request of 8 MB, which every other request (GET /v1/health too)
+        would wait on. One thread: the corpus's file and the scan's memory are used by one
+        thread at a time, as before, and requests' work is done in the order it comes."""
+        return await asyncio.get_running_loop().run_in_executor(self.worker, work, *args)
+
     async def judge(self, asked: Requested) -> tuple[JudgeRun, list[dict[str, Any]]]:
         """The request's pairs judged: the run, and one result per pair in the request's order."""
-        run = await judge_pairs_async(self.judges, asked.pairs, asked.queries, asked.passages, self.store)
+        run = await judge_pairs_async(self.judges, asked.pairs, asked.queries, asked.passages, self.store,
+                                      flight=self.flight)
+        return run, await self.off_loop(self.answers, run, asked)
+
+    def answers(self, run: JudgeRun, asked: Requested) -> list[dict[str, Any]]:
+        """One result per judged pair, in the request's order: the blend, the injection scan's
+        findings and each pair's details record."""
         extra: dict[Pair, dict[str, Any]] = {}
         if self.panel is not None:
             result = self.panel.blender().blend(ballots_from_run(run))  # a fresh blender: as `judge` on these pairs
@@ -203,7 +242,7 @@ class Service:
             labels = final_labels(run)
         for pair, found in self.scan.flag_run(run, asked.queries, asked.passages).items():
             extra.setdefault(pair, {})["injection"] = [str(f) for f in found]  # reported: labels stay as judged
-        return run, [self.result(run, pair, labels, extra) for pair in run.pairs]
+        return [self.result(run, pair, labels, extra) for pair in run.pairs]
 
     def result(self, run: JudgeRun, pair: Pair, labels: dict[Pair, int | None],
                extra: dict[Pair, dict[str, Any]]) -> dict[str, Any]:
