@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from .. import masking
 from ..errors import require
 from .console import err_console
 
@@ -19,7 +20,7 @@ def register(app: typer.Typer) -> None:
     @app.command("proxy")
     def proxy_command(
         upstream: str = typer.Option(..., "--upstream", help="The served model's base URL, as --base-url takes it "
-                                     "(e.g. http://127.0.0.1:8000/v1)."),
+                                     "(e.g. http://127.0.0.1:8000/v1).", callback=masking.register_url),
         store: Path = typer.Option(Path("judgments.sqlite"), "--store", help="The store its answers are kept in."),
         host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; beyond loopback, --token-file "
                                  "is required."),

@@ -48,7 +48,8 @@ from typing import Any
 
 from .. import masking
 from ..backends.openai_compat import parse_retry_after
-from ..backends.openai_keys import public_base_url, resolve_api_key
+from ..backends.openai_keys import resolve_api_key
+from ..masking import public_base_url
 from ..calls import FAILED_CALL, CallRequest, CallResult, Message, canonical_json
 from ..errors import ArgumentError, BackendError, InputError, JudgeblenderError, shown
 from ..hashing import sha256_text
@@ -278,7 +279,9 @@ class ProxySettings:
 def proxy_settings(upstream: str, store: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
                    token_file: str | os.PathLike[str] | None = None, api_key_env: str | None = None,
                    timeout_s: float = 600.0) -> ProxySettings:
-    """Check a proxy's arguments (named as Python's; the CLI renames them to its flags)."""
+    """Check a proxy's arguments (named as Python's; the CLI renames them to its flags). The
+    upstream's credentials (user:password@) are masked from here on, its errors included."""
+    masking.register_url(upstream)
     if not isinstance(upstream, str) or not re.match(r"^https?://[^/\s]+", upstream or ""):
         raise ArgumentError("upstream", "the upstream's base URL, http:// or https:// (as base_url takes it, e.g. "
                             "http://127.0.0.1:8000/v1)", upstream)
