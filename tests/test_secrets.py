@@ -231,6 +231,22 @@ def test_a_password_in_the_base_url_stays_out_of_log_records_and_judgments(monke
                                "judgments": repr(run.judgments), "backend": repr(judge.backend)})
 
 
+def test_a_password_in_a_service_url_stays_out_of_the_clients_messages():
+    """jb.Client's address with `user:password@`: its repr, its error when the service cannot
+    be reached, and anything judgeblender writes afterwards mask it."""
+    import judgeblender as jb
+    from judgeblender import masking
+    from judgeblender.errors import JudgeblenderError
+
+    password = "svc-" + secrets.token_hex(12)
+    client = jb.Client(f"http://alice:{password}@127.0.0.1:9", timeout=5)
+    with pytest.raises(JudgeblenderError) as failed:
+        client.health()
+    shown = {"repr": repr(client), "error": str(failed.value), "written": masking.text(f"see {client.url}")}
+    assert "cannot reach" in shown["error"] and "***@127.0.0.1:9" in shown["repr"]
+    assert_absent(password, shown)
+
+
 def test_redacted_store_keeps_no_passage_text_and_still_reuses_answers(inputs):
     (inputs / "p.tsv").write_text("q1\td1\nq2\td2\n")
     markers = [PASSAGES[d].split()[-1] for d in ("d1", "d2")]
