@@ -27,8 +27,10 @@ def register(app: typer.Typer) -> None:
         port: int = typer.Option(8080, "--port", help="Port to listen on; 0 picks a free one (printed)."),
         token_file: Optional[Path] = typer.Option(None, "--token-file", help="Bearer tokens clients must present, "
                                                   "one a line (a file only its owner can read). With it, the "
-                                                  "upstream key comes from --api-key-env; without it, each "
-                                                  "client's own key is forwarded (loopback only)."),
+                                                  "upstream key comes from --api-key-env and every token "
+                                                  "holder shares every answer; without it, each client's own "
+                                                  "key is forwarded (loopback only) and answers are shared "
+                                                  "only among clients with the same key."),
         api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="With --token-file: the environment "
                                                   "variable holding the upstream's API key [OPENAI_API_KEY]."),
         timeout: float = typer.Option(600.0, "--timeout", help="Seconds an upstream call may take."),
