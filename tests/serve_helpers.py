@@ -26,6 +26,20 @@ LISTENING = re.compile(r"serving .* on (http://[^\s]+) \(")
 API_KEY = "sk-test-serve-0123456789"  # the served model's key: a test checks it is written nowhere
 
 
+DL19 = Path(__file__).parent / "data" / "dl19_slice"
+
+
+def dl19_frame(n: int) -> Any:
+    """The first `n` pairs of the DL19 slice's qrels as a DataFrame qid, docid, query, passage."""
+    import pandas as pd
+
+    queries = dict(line.split("\t", 1) for line in (DL19 / "queries.tsv").read_text().splitlines())
+    passages = {r["docid"]: r["text"] for r in map(json.loads, (DL19 / "passages.jsonl").read_text().splitlines())}
+    rows = [line.split() for line in (DL19 / "qrels.txt").read_text().splitlines()][:n]
+    return pd.DataFrame([(q, d, queries[q], passages[d]) for q, _, d, _ in rows],
+                        columns=["qid", "docid", "query", "passage"])
+
+
 def answer_of(body: dict) -> str:
     """The canned model's answer to a request: a label fixed by the prompt's text (a few
     invalid), Yes/No for a two-step template's first step."""

@@ -246,18 +246,24 @@ def test_random_ties_are_reproducible_with_a_seed():
 
 
 def test_random_ties_are_actually_random():
-    # One generator per run: successive ties draw successive numbers, so over 200 four-way
-    # ties every label is picked, each near a quarter of the time (a generator re-seeded on
-    # every call, as in the authors' notebook, would pick the same label 200 times).
+    # Seeded per pair: over 200 four-way ties (200 pairs) every label is picked, each near a
+    # quarter of the time (a generator re-seeded on every call with the run's seed alone, as
+    # in the authors' notebook, would pick the same label 200 times).
     labels = blend(four_way_ties(200), "mv", tie="random", seed=0).labels
     counts = {lab: labels.count(lab) for lab in range(4)}
     assert all(25 <= n <= 75 for n in counts.values()), counts
 
 
-def test_one_blender_shares_its_generator_across_single_pair_calls():
+def test_a_single_pair_vote_picks_what_the_pair_gets_in_a_table():
+    """Blender.vote with the pair's ids gives the label the table's blend gives that pair;
+    the same pair asked again gets the same label, and different pairs spread over the labels."""
+    table = four_way_ties(50)
+    labels = blend(table, "mv", tie="random", seed=0).labels
     blender = Blender("mv", tie="random", seed=0)
-    picks = {blender.vote({"a": 0, "b": 1, "c": 2, "d": 3}).label for _ in range(50)}
-    assert picks == {0, 1, 2, 3}
+    votes = {"a": 0, "b": 1, "c": 2, "d": 3}
+    assert [blender.vote(votes, pair=p).label for p in table.pairs] == labels
+    assert {blender.vote(votes, pair=("q", "d0")).label for _ in range(20)} == {labels[0]}
+    assert set(labels) == {0, 1, 2, 3}
 
 
 def test_random_pick_is_one_of_the_tied_labels():

@@ -19,7 +19,7 @@ from judgeblender.backends.base import LogprobsUnsupported
 from judgeblender.calls import CallRequest, Message
 from judgeblender.backends.openai_batch import read_batch_results, write_batch_file
 from judgeblender.backends.openai_compat import OpenAICompatBackend, create, parse_retry_after
-from judgeblender.backends.openai_keys import public_base_url
+from judgeblender.masking import public_base_url
 from judgeblender.backends.registry import create_backend
 from judgeblender.errors import BackendError, InputError
 

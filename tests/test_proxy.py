@@ -424,23 +424,27 @@ def test_no_key_reaches_the_store_or_the_logs_in_any_form(proxies, tmp_path):
 
 
 # -- rate limits -----------------------------------------------------------------------------------
-def test_a_429_with_retry_after_pauses_every_client(proxies, tmp_path):
+def test_a_429_with_retry_after_pauses_every_client_of_the_proxys_key(proxies, tmp_path):
+    """With --token-file every client's request goes upstream with the proxy's one key: a 429
+    pauses them all."""
+    a, b = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     with OpenAITestServer(script=[Fault("429", retry_after="2")]) as up:
-        proxy = proxies(up.base_url, tmp_path / "s.sqlite")
+        proxy = proxies(up.base_url, tmp_path / "s.sqlite", "--token-file", str(token_file(tmp_path, a, b)),
+                        env={"OPENAI_API_KEY": "sk-upstream-key-0123456789"})
         started = time.monotonic()
-        status, headers, _ = proxy.chat(ASK, authorization="Bearer sk-client-a-000000000")
+        status, headers, _ = proxy.chat(ASK, authorization=f"Bearer {a}")
         assert status == 429 and headers["retry-after"] == "2"  # the upstream's own answer, passed back
         other = {**ASK, "messages": [{"role": "user", "content": "another client's question"}]}
         paused = []
         while time.monotonic() - started < 1.5:  # a second client, on its own connections
-            status, headers, body = proxy.chat(other, authorization="Bearer sk-client-b-000000000")
+            status, headers, body = proxy.chat(other, authorization=f"Bearer {b}")
             paused.append((status, headers["x-judgeblender-cache"]))
             assert int(headers["retry-after"]) >= 1 and 0 < int(headers["retry-after-ms"]) <= 2000
             time.sleep(0.2)
         assert set(paused) == {(429, "paused")} and up.request_count == 1
         while time.monotonic() - started < 2.3:  # the pause counts from when the proxy had the 429
             time.sleep(0.05)
-        late = proxy.chat(other)
+        late = proxy.chat(other, authorization=f"Bearer {b}")
         assert late[0] == 200, (late, up.outcomes())
         assert up.request_count == 2
         assert up.requests[1].started - up.requests[0].finished >= 1.95
@@ -477,6 +481,88 @@ def test_rate_limit_headers_are_read_as_openai_writes_them():
     gate = RateGate()
     gate.learn(200, {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "6m0s"})
     assert 359 < gate.wait_s() <= 360
+
+
+# -- whose key asked (issue 38, part 3) --------------------------------------------------------------
+KEY_A, KEY_B = "Bearer sk-client-a-0123456789abcdef", "Bearer sk-client-b-0123456789abcdef"
+
+
+def _refusal(status: int) -> Fault:
+    """An upstream answer that depends on the key: 401, 403 or a 429 with Retry-After."""
+    body = json.dumps({"error": {"message": f"refused with status {status}", "type": "key_error"}}).encode()
+    headers = (("Retry-After", "2"),) if status == 429 else ()
+    return Fault("raw", status=status, body=body, headers=headers)
+
+
+@pytest.mark.parametrize("status", [401, 403, 429])
+def test_an_error_for_one_key_is_never_handed_to_a_client_with_another(proxies, tmp_path, status):
+    """Two clients with two keys ask the same deterministic question at once: the first key's
+    refusal (slow, so the second arrives while it is in flight) goes to its own clients only, and
+    the second key's request goes upstream and gets its own answer; a 429 pauses the first key
+    only. Clients of one key still share one upstream call."""
+    with OpenAITestServer(script=[_refusal(status)], delay_s=0.6) as up:
+        proxy = proxies(up.base_url, tmp_path / "s.sqlite")
+        with ThreadPoolExecutor(4) as pool:
+            first = [pool.submit(proxy.chat, ASK, authorization=KEY_A)]
+            time.sleep(0.2)  # the first key's request is upstream now
+            first.append(pool.submit(proxy.chat, ASK, authorization=KEY_A))  # the same key: waits for it
+            other = pool.submit(proxy.chat, ASK, authorization=KEY_B)
+            a1, a2, b = first[0].result(), first[1].result(), other.result()
+        assert (a1[0], a1[1]["x-judgeblender-cache"]) == (status, "error")
+        assert (a2[0], a2[1]["x-judgeblender-cache"]) == (status, "shared") and a2[2] == a1[2]
+        assert (b[0], b[1]["x-judgeblender-cache"]) == (200, "miss"), b
+        assert [r.headers.get("authorization") for r in up.requests] == [KEY_A, KEY_B]
+        question = {**ASK, "seed": 5}
+        after_a = proxy.chat(question, authorization=KEY_A)
+        after_b = proxy.chat(question, authorization=KEY_B)
+        assert after_b[0] == 200 and after_b[1]["x-judgeblender-cache"] == "miss"  # never paused for A's 429
+        if status == 429:
+            assert (after_a[0], after_a[1]["x-judgeblender-cache"]) == (429, "paused")
+            assert up.request_count == 3
+        else:
+            assert after_a[0] == 200 and up.request_count == 4  # 401 and 403 pause nothing
+
+
+def test_a_cached_answer_is_shared_only_among_clients_with_the_same_key(proxies, tmp_path):
+    """Forwarded keys: each key gets the answers asked with it, through a restart; a client with
+    no key shares with no one who has one. The cache key holds a keyed hash of the key (a secret
+    beside the store, made once, owner-only), never the key: nothing written holds it."""
+    store = tmp_path / "s.sqlite"
+    key_a, key_b = planted_key(), planted_key()
+    with OpenAITestServer() as up:
+        proxy = proxies(up.base_url, store)
+        ways = [proxy.chat(ASK, **auth)[1]["x-judgeblender-cache"]
+                for auth in ({"authorization": f"Bearer {key_a}"}, {"authorization": f"Bearer {key_a}"},
+                             {"authorization": f"bearer {key_a}"}, {"authorization": f"Bearer {key_b}"},
+                             {"authorization": f"Bearer {key_b}"}, {})]
+        assert ways == ["miss", "hit", "hit", "miss", "hit", "miss"]
+        assert proxy.chat(ASK, authorization=f"Basic {key_a}")[1]["x-judgeblender-cache"] == "miss"  # another scheme
+        assert proxy.stop() == 0
+        again = proxies(up.base_url, store)
+        assert [again.chat(ASK, **auth)[1]["x-judgeblender-cache"]
+                for auth in ({"authorization": f"Bearer {key_a}"}, {"authorization": f"Bearer {key_b}"}, {})
+                ] == ["hit", "hit", "hit"]
+        assert up.request_count == 4
+        # with --token-file, the proxy's key asks for everyone: every token holder shares every answer
+        token, other = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        shared = proxies(up.base_url, tmp_path / "t.sqlite", "--token-file", str(token_file(tmp_path, token, other)),
+                         env={"OPENAI_API_KEY": "sk-upstream-key-0123456789"})
+        assert [shared.chat(ASK, authorization=f"Bearer {t}")[1]["x-judgeblender-cache"]
+                for t in (token, other)] == ["miss", "hit"]
+        assert not Path(f"{tmp_path / 't.sqlite'}.proxy-secret").exists()  # no client keys: no secret
+    secret = Path(f"{store}.proxy-secret")
+    assert secret.stat().st_mode & 0o777 == 0o600 and len(secret.read_text().strip()) == 64
+    outputs = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    outputs["export"] = json.dumps(exported(store, tmp_path))
+    assert leaks(key_a, outputs) == [] and leaks(key_b, outputs) == []
+
+
+def test_a_damaged_proxy_secret_is_one_error_naming_the_file(tmp_path):
+    store = tmp_path / "s.sqlite"
+    Path(f"{store}.proxy-secret").write_text("not hex\n")
+    done = run_cli("proxy", "--upstream", "http://127.0.0.1:9/v1", "--store", str(store), "--port", "0")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: ") and f"{store}.proxy-secret" in done.stderr and "64 hex" in done.stderr
 
 
 # -- single flight ---------------------------------------------------------------------------------

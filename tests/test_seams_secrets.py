@@ -128,7 +128,9 @@ class EchoServer:
 
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                auth = self.headers.get("Authorization", "")
+                # a base URL's user:password@ comes as Basic: its credentials are what is echoed then
+                key = base64.b64decode(auth[6:]).decode() if auth.startswith("Basic ") else auth.removeprefix("Bearer ")
                 with owner.lock:
                     owner.keys_seen.append(key)
                 text = body["messages"][-1]["content"]
@@ -185,6 +187,10 @@ class EchoServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def url(self, userinfo: str) -> str:
+        """The base URL with credentials: `http://USERINFO@127.0.0.1:PORT/v1`."""
+        return self.base_url.replace("http://", f"http://{userinfo}@")
 
     def __enter__(self) -> "EchoServer":
         self.thread.start()
@@ -406,3 +412,119 @@ def test_a_placeholder_key_masks_only_itself():
 
     mask = Mask(["EMPTY"])
     assert mask.text("RU1QVFk is a word; EMPTY is the key") == "RU1QVFk is a word; *** is the key"
+
+
+# -- credentials in a URL (issue 38, part 4) ---------------------------------------------------
+
+def _post(url: str, body: dict) -> tuple[int, bytes]:
+    import http.client
+
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        conn.request("POST", "/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_credentials_in_a_url_reach_no_start_line_error_log_store_or_report(tmp_path):
+    """A `user:password@` in `--base-url`, `$OPENAI_BASE_URL` and `proxy --upstream`, echoed by
+    the server in answers and errors, is masked in every command's start line, error, stdout and
+    stderr, the outputs, the stores, `store export`, a report and serve's metrics."""
+    import signal
+
+    from serve_helpers import Served
+
+    password = planted_key()  # 40+ characters with "/", "+" and "=": percent-encoded in the URL
+    userinfo = "alice:" + urllib.parse.quote(password, safe="")
+    docs = {"d1": "a passage. ECHO answer raw", "d2": "a passage. ECHO 400 url-lower", "d3": "ECHO answer b64",
+            "d4": "a passage. ECHO 403-text html-refs"}
+    (tmp_path / "q.tsv").write_text("q1\twhat do goldfish eat\n")
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"docid": d, "text": t}) + "\n" for d, t in docs.items()))
+    (tmp_path / "p.tsv").write_text("".join(f"q1\t{d}\n" for d in docs))
+    env = {"OPENAI_API_KEY": "sk-test-credentials-0123456789"}
+    inputs = ("-q", "q.tsv", "-c", "c.jsonl", "-p", "p.tsv", "--no-progress")
+    with EchoServer() as server:  # it echoes the Basic credentials it is sent, decoded, in the form asked
+        url = server.url(userinfo)
+        runs = {"judge": cli("judge", *inputs, "-o", "out.qrels", "--store", "s.sqlite", "-j", "openai:test-model",
+                             "--base-url", url, "--timeout", "10", cwd=tmp_path, env=env)}
+        # the same URL from the environment, with a server that is gone: its connection error
+        runs["judge (env, gone)"] = cli("judge", *inputs, "-o", "gone.qrels", "--store", "gone.sqlite", "-j",
+                                        "openai:test-model", "--timeout", "5", cwd=tmp_path,
+                                        env={**env, "OPENAI_BASE_URL": f"http://{userinfo}@127.0.0.1:9/v1"})
+        runs["proxy (bad scheme)"] = cli("proxy", "--upstream", f"ftp://{userinfo}@127.0.0.1/v1", "--store", "x.sqlite",
+                                         cwd=tmp_path, env=env)
+        runs["judge (bad url)"] = cli("judge", *inputs, "-o", "bad.qrels", "-j", "openai:test-model", "--base-url",
+                                      f"htp://{userinfo}@127.0.0.1/v1", cwd=tmp_path, env=env)
+        proxy = subprocess.Popen([sys.executable, "-m", "judgeblender", "proxy", "--upstream", url, "--store",
+                                  "p.sqlite", "--port", "0"], cwd=tmp_path, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
+        try:
+            start = proxy.stdout.readline()
+            proxied = re.search(r" at (http://\S+/v1) ", start).group(1)
+            answers = [_post(proxied, {"model": "test-model", "temperature": 0,
+                                       "messages": [{"role": "user", "content": text}]})
+                       for text in ("ECHO answer raw", "ECHO 400 basic-4", "ECHO answer raw")]
+        finally:
+            proxy.send_signal(signal.SIGTERM)
+            out, err = proxy.communicate(timeout=60)
+        runs["proxy"] = subprocess.CompletedProcess(proxy.args, proxy.returncode, start + out, err)
+        with Served(["-j", "openai:test-model", "--base-url", url, "--store", str(tmp_path / "served.sqlite")],
+                    env=env) as served:
+            judged = served.judge([{"qid": "q1", "docid": "d1", "query": "goldfish", "passage": "ECHO 400 raw"},
+                                   {"qid": "q1", "docid": "d3", "query": "goldfish", "passage": "ECHO answer json-u-lower"}])
+            metrics = served.get("/metrics")
+            served.stop()
+        runs["serve"] = subprocess.CompletedProcess(served.proc.args, served.proc.returncode, "", served.stderr)
+    # the plant was real: the servers sent it, the commands failed and ran where they should
+    assert f"alice:{password}" in server.keys_seen
+    assert runs["judge"].returncode == 3 and runs["proxy"].returncode == 0 and runs["serve"].returncode == 0
+    assert [status for status, _ in answers] == [200, 400, 200] and b"***" in answers[0][1]
+    assert runs["proxy (bad scheme)"].returncode == 2 and "***" in runs["proxy (bad scheme)"].stderr
+    assert runs["judge (env, gone)"].returncode != 0 and runs["judge (bad url)"].returncode == 2
+    assert "***" in runs["proxy"].stdout  # its start line names the upstream, masked
+    assert judged.status in (200, 502) and metrics.status == 200
+    follow = [cli("store", "export", "--store", store, "-o", f"{store}.jsonl", cwd=tmp_path, env=env)
+              for store in ("s.sqlite", "p.sqlite", "served.sqlite")]
+    (tmp_path / "gold.qrels").write_text("".join(f"q1 0 {d} {i % 4}\n" for i, d in enumerate(docs)))
+    (tmp_path / "runs").mkdir()
+    for name, order in (("r1", list(docs)), ("r2", list(reversed(docs)))):
+        (tmp_path / "runs" / name).write_text("".join(f"q1 Q0 {d} {i + 1} {9 - i} {name}\n" for i, d in enumerate(order)))
+    follow.append(cli("report", "--gold", "gold.qrels", "--pred", "out.qrels", "--runs", "runs", "--store", "s.sqlite",
+                      "-o", "report.html", "--bootstrap", "0", cwd=tmp_path, env=env))
+    assert all(done.returncode == 0 for done in follow), [done.stderr[-2000:] for done in follow]
+    files = {str(p.relative_to(tmp_path)): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    streams = {f"{name}:{kind}": getattr(done, kind) for name, done in [*runs.items(), *enumerate(follow)]
+               for kind in ("stdout", "stderr")}
+    found = leaks(password, {**files, **streams, "proxy answers": b"".join(body for _, body in answers),
+                             "served answer": judged.body, "metrics": metrics.body,
+                             "store texts": stored_texts(tmp_path / "s.sqlite"),
+                             "served store texts": stored_texts(tmp_path / "served.sqlite")})
+    assert not found, found
+
+
+@pytest.mark.parametrize("url, secrets_, public", [
+    ("http://alice:s3cret-passw0rd@127.0.0.1:8000/v1", ["alice:s3cret-passw0rd", "s3cret-passw0rd"],
+     "http://127.0.0.1:8000/v1"),
+    ("https://alice:p%40ss%2Fw0rd%2B%3D@[::1]:8443/v1/?x=1#f", ["alice:p@ss/w0rd+=", "p@ss/w0rd+="], "https://[::1]:8443/v1"),
+    ("http://a:b@c@host.example/v1", ["a:b@c"], "http://host.example/v1"),  # the last "@" ends it
+    ("http://tok-0123456789abcdef@host.example/v1", ["tok-0123456789abcdef"], "http://host.example/v1"),
+    ("http://bob:pw@host.example/v1", ["bob:pw"], "http://host.example/v1"),  # "pw" alone: only beside its user
+    ("http://host.example/v1?user=a@b", [], "http://host.example/v1"),  # an "@" in the query is no userinfo
+    ("http://127.0.0.1:8000/v1", [], "http://127.0.0.1:8000/v1"),
+])
+def test_a_urls_credentials_are_its_user_information(url, secrets_, public):
+    from judgeblender.masking import Mask, public_base_url, url_credentials
+
+    assert url_credentials(url) == secrets_
+    assert public_base_url(url) == public
+    mask = Mask(url_credentials(url))
+    shown = mask.text(f"started against {url}; Authorization: Basic "
+                      + (base64.b64encode(secrets_[0].encode()).decode() if secrets_ else ""))
+    for secret in secrets_:
+        assert not leaks(secret, {"shown": shown}) if len(secret) >= 20 else secret not in shown
+    if secrets_:
+        assert "***@" in shown
+    assert mask.text("a pw and a bob") == "a pw and a bob"  # a short password alone is a word

@@ -203,6 +203,50 @@ def test_no_log_record_of_any_library_carries_the_key(inputs, monkeypatch, caplo
     assert_absent(key, {"judgments": repr(run.judgments), "backend": repr(judge.backend)})
 
 
+def test_a_password_in_the_base_url_stays_out_of_log_records_and_judgments(monkeypatch, caplog):
+    """A base URL's `user:password@` (Python's `base_url`, as a panel file gives it): the HTTP
+    client sends it as `Authorization: Basic`, the server echoes that in a 401 and an answer, and
+    no log record of any library, no judgment and no repr holds the password or its Basic form."""
+    import base64
+    from urllib.parse import quote
+
+    password = "pw/" + secrets.token_hex(12) + "+@="  # "/", "+", "@" and "=": percent-encoded in the URL
+    monkeypatch.setenv("OPENAI_API_KEY", planted())
+    caplog.set_level(logging.DEBUG)
+    queries = dict(line.split("\t") for line in QUERIES.splitlines())
+    pairs = [Pair("q1", "d1"), Pair("q1", "d3"), Pair("q1", "d5")]
+    with EchoServer() as server:
+        url = server.base_url.replace("http://", f"http://alice:{quote(password, safe='')}@")
+        judge = Judge(JudgeSpec(model="openai:test-model", options={"base_url": url, "timeout_s": 5}))
+        try:
+            run = judge_pairs([judge], pairs, queries, PASSAGES)
+        finally:
+            judge.close()
+    basic = base64.b64encode(f"alice:{password}".encode()).decode()
+    assert f"Basic {basic}" in server.keys_seen  # the plant was real: the server was sent it
+    rejected = run.judgments[judge.id][Pair("q1", "d3")].invalid_reason
+    assert "HTTP 401" in rejected and "***" in rejected
+    for secret in (password, quote(password, safe=""), basic, basic[4:-4]):
+        assert_absent(secret, {"log messages": caplog.text, "log args": repr([r.args for r in caplog.records]),
+                               "judgments": repr(run.judgments), "backend": repr(judge.backend)})
+
+
+def test_a_password_in_a_service_url_stays_out_of_the_clients_messages():
+    """jb.Client's address with `user:password@`: its repr, its error when the service cannot
+    be reached, and anything judgeblender writes afterwards mask it."""
+    import judgeblender as jb
+    from judgeblender import masking
+    from judgeblender.errors import JudgeblenderError
+
+    password = "svc-" + secrets.token_hex(12)
+    client = jb.Client(f"http://alice:{password}@127.0.0.1:9", timeout=5)
+    with pytest.raises(JudgeblenderError) as failed:
+        client.health()
+    shown = {"repr": repr(client), "error": str(failed.value), "written": masking.text(f"see {client.url}")}
+    assert "cannot reach" in shown["error"] and "***@127.0.0.1:9" in shown["repr"]
+    assert_absent(password, shown)
+
+
 def test_redacted_store_keeps_no_passage_text_and_still_reuses_answers(inputs):
     (inputs / "p.tsv").write_text("q1\td1\nq2\td2\n")
     markers = [PASSAGES[d].split()[-1] for d in ("d1", "d2")]

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from openai_server import OpenAITestServer
 from pandas.testing import assert_frame_equal
-from serve_helpers import API_KEY, Served, answer_of
+from serve_helpers import API_KEY, Served, answer_of, dl19_frame
 
 import judgeblender as jb
 from judgeblender.errors import ArgumentError, JudgeblenderError
@@ -20,11 +19,7 @@ DL19 = Path(__file__).parent / "data" / "dl19_slice"
 
 @pytest.fixture
 def frame() -> pd.DataFrame:
-    queries = dict(line.split("\t", 1) for line in (DL19 / "queries.tsv").read_text().splitlines())
-    passages = {r["docid"]: r["text"] for r in map(json.loads, (DL19 / "passages.jsonl").read_text().splitlines())}
-    rows = [line.split() for line in (DL19 / "qrels.txt").read_text().splitlines()][:45]
-    return pd.DataFrame([(q, d, queries[q], passages[d]) for q, _, d, _ in rows],
-                        columns=["qid", "docid", "query", "passage"])
+    return dl19_frame(45)
 
 
 def gold() -> Path:

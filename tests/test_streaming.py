@@ -234,8 +234,8 @@ def test_a_streamed_run_killed_with_sigkill_resumes_with_only_the_missing_calls(
 # ------------------------------------------------------------------------------------ panels
 @pytest.mark.parametrize("method", ["mv", "prob-expected"])
 def test_a_streamed_panel_writes_what_the_whole_panel_run_writes(tmp_path, inputs, method):
-    """Two members blended window by window, ties broken at random with one seeded generator
-    for the run, give the qrels, details and summary of the whole-list panel run."""
+    """Two members blended window by window, ties broken at random (seeded per pair), give the
+    qrels, details and summary of the whole-list panel run."""
     from judgeblender.panels.panel import load_panel
     from judgeblender.panels.run_panel import run_panel, write_panel_run
 

@@ -9,6 +9,7 @@ persistent cache on top, `CallStore.file_sha256`). Imports nothing of the projec
 from __future__ import annotations
 
 import hashlib
+import hmac
 import threading
 from pathlib import Path
 
@@ -22,6 +23,13 @@ _FILE_HASHES_LOCK = threading.Lock()
 def sha256_text(text: str) -> str:
     """Hex sha256 of a string's UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def hmac_sha256_text(secret: bytes, text: str) -> str:
+    """Hex HMAC-SHA256 of a string's UTF-8 bytes under `secret`: a keyed hash, for a value that
+    must be told apart from others without being kept in any form a reader of the result could
+    test a guess against (a client's API key in the proxy's cache key)."""
+    return hmac.new(secret, text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def sha256_file(path: str | Path) -> str:

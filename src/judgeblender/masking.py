@@ -37,6 +37,17 @@ driver and in the writer process, which the driver tells the secrets), every out
 and the CLI's stdout and stderr. A secret once registered stays masked for the life of the
 process: an answer made with an old key may still be echoed later.
 
+Credentials in a URL (`http://user:password@host/v1`, as `--base-url`, `$OPENAI_BASE_URL`,
+`proxy --upstream` and a panel's `base_url` take them) are secrets of their own: `register_url`
+registers the URL's `user:password` (decoded: its percent-encoded form is one of the forms the
+view finds, and the HTTP client sends it base64-encoded in `Authorization: Basic`), and the
+password, or a user given alone (a token as the user name), of MIN_URL_SECRET_CHARS or more on
+its own; `public_base_url` is the URL as it may be shown or kept (identities, messages). Both
+live here, with the rest of what keeps secrets out of text, so every command that takes a URL
+masks it the same way: the URL is registered where it enters (the CLI's `--base-url` and
+`--upstream` as they are parsed, `$OPENAI_BASE_URL` at the CLI's start, the served backend and
+the proxy's settings in Python), before it can reach a start line, an error, a log or a file.
+
 Base64 forms shorter than MIN_BASE64_CHARS are not masked: a key of six bytes or fewer is a
 placeholder (vLLM's `EMPTY`), and its few base64 characters would mask ordinary words.
 Imports nothing of the project.
@@ -51,9 +62,13 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 REPLACEMENT = "***"
 MIN_BASE64_CHARS = 8
+# A URL's password (or lone user) shorter than this is masked only with its user name beside it
+# (`user:pw`): on its own, a short word would be masked wherever it occurs in ordinary text.
+MIN_URL_SECRET_CHARS = 8
 
 # One escaped character, in any of the encodings (a run of percent-encoded bytes at once, as
 # they may spell one UTF-8 character); one or more backslashes, as JSON text inside a JSON
@@ -272,6 +287,44 @@ def register(secret: str | None) -> None:
             return
         _current = Mask((*_current.secrets, secret))
         _install_log_masking()
+
+
+# The authority's user information: what comes before the last "@" ahead of the path, query or
+# fragment (a password may hold an "@" of its own, encoded or not).
+_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@")
+
+
+def url_credentials(url: str | None) -> list[str]:
+    """The secrets a URL carries in its `user:password@` (see the module's docstring): the user
+    information decoded, and its password (or lone user) where it is long enough to mask alone."""
+    if not isinstance(url, str):
+        return []
+    match = _USERINFO.match(url.strip())
+    if match is None or not match.group(1):
+        return []
+    userinfo = unquote(match.group(1))
+    user, colon, password = userinfo.partition(":")
+    alone = password if colon else user
+    return [userinfo, *([alone] if len(alone) >= MIN_URL_SECRET_CHARS and alone != userinfo else [])]
+
+
+def register_url(url: str | None) -> str | None:
+    """Mask the credentials `url` carries (`url_credentials`) in everything this process writes
+    from now on; returns `url`, so it can stand where the URL is taken (a CLI option's callback)."""
+    for secret in url_credentials(url):
+        register(secret)
+    return url
+
+
+def public_base_url(url: str) -> str:
+    """The URL without user:password@, query string or fragment, and without a trailing slash:
+    the endpoint as it may appear in a model's identity, the store and messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
 def current() -> Mask:

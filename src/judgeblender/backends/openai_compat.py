@@ -60,7 +60,7 @@ from ..errors import BackendError
 from pydantic import Field
 
 from .base import Backend, LogprobsUnsupported
-from .openai_keys import DEFAULT_BASE_URL, NO_KEY_PLACEHOLDER, Secret, public_base_url, resolve_api_key
+from .openai_keys import DEFAULT_BASE_URL, NO_KEY_PLACEHOLDER, Secret, resolve_api_key
 from .registry import BackendOptions, Provider
 from .openai_wire import (RESPONSE_HARD_CAP_BYTES, AnswerPrefixMode, Retryable, build_chat_body, decode_answer,
                           parse_generate, parse_logprobs, response_bound, too_large)
@@ -327,18 +327,19 @@ class OpenAICompatBackend(Backend):
             raise BackendError(
                 f"openai: max_tokens_param must be 'max_tokens' or 'max_completion_tokens', got {max_tokens_param!r}"
             )
+        masking.register_url(base_url)  # its user:password@, before any message or call could show it
         parts = urlsplit(base_url)
         # a space or control character (a newline from a shell substitution that matched twice)
         # would reach the HTTP client and end the run with its traceback at the first call
         spaced = any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname or spaced:
             why = " (it holds a space or a control character such as a newline)" if spaced else ""
-            raise BackendError(f"openai: base URL {public_base_url(base_url)!r} should look like http(s)://HOST[:PORT]/v1"
+            raise BackendError(f"openai: base URL {masking.public_base_url(base_url)!r} should look like http(s)://HOST[:PORT]/v1"
                                + why)
         self.model = model
         # The URL as given may carry credentials (user:password@, ?key=...): kept out of sight.
         self._base_url = Secret(base_url)
-        self.public_base_url = public_base_url(base_url)
+        self.public_base_url = masking.public_base_url(base_url)
         self._key = Secret(api_key) if api_key else None
         masking.register(api_key)  # before any call: what the server echoes of it is masked everywhere
         self.max_concurrency = int(concurrency)

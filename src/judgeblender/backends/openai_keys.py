@@ -2,8 +2,9 @@
 
 The key comes from an environment variable (OPENAI_API_KEY unless `api_key_env` names
 another) or from a key file readable by its owner only, and is held in a Secret whose repr
-never shows it. `public_base_url` is the endpoint as it may appear in a model's identity, the
-store and messages: no user:password@, query string or fragment.
+never shows it. `public_base_url` (from `masking`, where every rule about secrets in text lives)
+is the endpoint as it may appear in a model's identity, the store and messages: no
+user:password@, query string or fragment.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import BackendError
+from ..masking import public_base_url
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Stands in for the key on local servers that need none: the SDK insists on some string.
@@ -35,16 +36,6 @@ class Secret:
         return "<secret>"
 
     __str__ = __repr__
-
-
-def public_base_url(url: str) -> str:
-    """The URL without user:password@, query string or fragment, and without a trailing slash."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
 def read_key_file(path: str | os.PathLike[str]) -> str:

@@ -119,7 +119,7 @@ class BlendTally:
 
 
 class Blender:
-    """One blend run: a method and its settings, with one tie breaker (one seeded generator)."""
+    """One blend run: a method and its settings, with one tie rule (a random one seeded per pair)."""
 
     def __init__(self, method: str = "mv", *, tie: str = "avg", seed: int | None = 0,
                  weights: Mapping[str, float] | None = None, thresholds: Sequence[float] = DEFAULT_THRESHOLDS):
@@ -137,20 +137,23 @@ class Blender:
             raise ArgumentError("thresholds", "the default thresholds", list(self.thresholds),
                                 hint=f"method {method} does not use thresholds; use 'prob-expected'")
 
-    def _context(self, judges: Sequence[str]) -> Context:
+    def _context(self, judges: Sequence[str], pair: tuple[str, str] | None = None) -> Context:
         weights = check_weights(self.weights, judges) if self.method.needs_weights else {}
-        return Context(self.tiebreaker, weights, self.thresholds)
+        tie = self.tiebreaker.at(pair) if pair is not None else self.tiebreaker
+        return Context(tie, weights, self.thresholds)
 
-    def vote(self, votes: Mapping[str, Vote | int | None]) -> Decision:
+    def vote(self, votes: Mapping[str, Vote | int | None], pair: tuple[str, str] | None = None) -> Decision:
         """Blend one pair: judge id -> Vote, label or None (abstained). Per-pair methods only.
 
-        For `weighted`, the weights must name exactly the judges in `votes`.
+        For `weighted`, the weights must name exactly the judges in `votes`. `pair` (qid, docid)
+        seeds a random tie's pick, as `blend` does for each pair of a table; without it, the pick
+        is that of a pair with empty ids.
         """
         if self.method.pair_rule is None:
             raise ArgumentError("method", "a per-pair method here (Blender.vote)",
                                 described=f"{self.method.name}, which is fitted across pairs: blend a whole "
                                           "BallotTable instead")
-        context = self._context(list(votes))
+        context = self._context(list(votes), pair)
         valid = {j: v for j, v in ((j, as_vote(v)) for j, v in votes.items()) if v.label is not None}
         if not valid:
             return Decision(None, reason=NO_VOTES)
@@ -162,10 +165,16 @@ class Blender:
             decisions = self.method.table_rule(table, self.tiebreaker)
         else:
             context = self._context(table.judges)
+            per_pair = self.tiebreaker.per_pair
             decisions = []
             for i in range(table.n_pairs):
                 valid = table.votes(i)
-                decisions.append(self.method.pair_rule(valid, context) if valid else Decision(None, reason=NO_VOTES))
+                if not valid:
+                    decisions.append(Decision(None, reason=NO_VOTES))
+                    continue
+                if per_pair:  # the pair's own random pick
+                    context = Context(self.tiebreaker.at(table.pairs[i]), context.weights, context.thresholds)
+                decisions.append(self.method.pair_rule(valid, context))
         return BlendResult(self.method, self.tie_rule, table, tuple(decisions))
 
 

@@ -55,7 +55,7 @@ def crowd_blend(table: BallotTable, model: str, tie: TieBreaker) -> list[Decisio
             out.append(Decision(None, reason=NO_VOTES))
             continue
         row = values[where[i]]
-        out.append(tie.decide(top_labels({lab: float(row[k]) for k, lab in enumerate(LABELS)})))
+        out.append(tie.at(table.pairs[i]).decide(top_labels({lab: float(row[k]) for k, lab in enumerate(LABELS)})))
     return out
 
 

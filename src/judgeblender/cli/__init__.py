@@ -123,6 +123,7 @@ def main() -> None:
     """Entry point. Every exit status is one of those in errors.py (EXIT_*), and none is dropped:
     user errors exit 2 with one line on stderr, failed model calls 3, SIGINT 130, SIGTERM 143."""
     masking.guard_streams()  # an API key a server echoed is masked in all the command prints
+    masking.register_url(os.environ.get("OPENAI_BASE_URL"))  # its user:password@, as --base-url's
     argv = sys.argv[1:]
     command = _requested_command(argv)
     signals = _Signals()

@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
                        "or NAME in NAME=PATH. A pair missing from a file: that judge abstained."),
         method: str = typer.Option(None, "--method", "-m", help="Aggregator; see --list. [default: mv]"),
         tie: str = typer.Option(None, "--tie", help="Tie rule for methods that can tie: " + ", ".join(TIE_RULES) + " [default: avg]"),
-        seed: int = typer.Option(0, "--seed", help="Seed of the run's one generator (random tie rule)."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the random tie rule (each pair's pick is seeded by it and the pair's ids)."),
         weights: str = typer.Option(None, "--weights", help="NAME=W,... one weight per judge (method weighted)."),
         thresholds: str = typer.Option(
             None, "--thresholds", help="T1,T2,T3 cut points (method prob-expected); default 0.5,1.5,2.5."),

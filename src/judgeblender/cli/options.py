@@ -7,11 +7,13 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from .. import masking
 from ..errors import CallsFailed
 
 Threads = Annotated[Optional[int], typer.Option("--threads", help="llama.cpp / torch CPU threads.")]
+# the URL's user:password@ is masked in all the command writes, from the moment it is parsed
 BaseUrl = Annotated[Optional[str], typer.Option(
-    "--base-url", help="OpenAI-compatible server URL (or $OPENAI_BASE_URL).")]
+    "--base-url", help="OpenAI-compatible server URL (or $OPENAI_BASE_URL).", callback=masking.register_url)]
 ApiKeyEnv = Annotated[Optional[str], typer.Option(
     "--api-key-env", help="Environment variable holding the API key [OPENAI_API_KEY].")]
 Concurrency = Annotated[Optional[int], typer.Option("--concurrency", help="Requests in flight for served models.")]

@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from .. import masking
 from ..errors import require
 from .console import err_console
 
@@ -19,15 +20,17 @@ def register(app: typer.Typer) -> None:
     @app.command("proxy")
     def proxy_command(
         upstream: str = typer.Option(..., "--upstream", help="The served model's base URL, as --base-url takes it "
-                                     "(e.g. http://127.0.0.1:8000/v1)."),
+                                     "(e.g. http://127.0.0.1:8000/v1).", callback=masking.register_url),
         store: Path = typer.Option(Path("judgments.sqlite"), "--store", help="The store its answers are kept in."),
         host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; beyond loopback, --token-file "
                                  "is required."),
         port: int = typer.Option(8080, "--port", help="Port to listen on; 0 picks a free one (printed)."),
         token_file: Optional[Path] = typer.Option(None, "--token-file", help="Bearer tokens clients must present, "
                                                   "one a line (a file only its owner can read). With it, the "
-                                                  "upstream key comes from --api-key-env; without it, each "
-                                                  "client's own key is forwarded (loopback only)."),
+                                                  "upstream key comes from --api-key-env and every token "
+                                                  "holder shares every answer; without it, each client's own "
+                                                  "key is forwarded (loopback only) and answers are shared "
+                                                  "only among clients with the same key."),
         api_key_env: Optional[str] = typer.Option(None, "--api-key-env", help="With --token-file: the environment "
                                                   "variable holding the upstream's API key [OPENAI_API_KEY]."),
         timeout: float = typer.Option(600.0, "--timeout", help="Seconds an upstream call may take."),

@@ -175,8 +175,8 @@ def stream_panel(panel: Panel, pairs: Iterable[Pair], queries: Mapping[str, str]
                  batch_read: Path | None = None, batch_write: Path | None = None,
                  make_judge: Callable[[JudgeSpec], Any] = build_judge, window: int | None = None) -> PanelTotals:
     """`run_panel` for a panel that `streams`: every member judges a window of pairs, the window
-    is blended (one Blender for the run: its tie rule's seeded generator runs on in pair order,
-    as over the whole table) and flagged, and `on_window(run, labels, blend_info, extra)` writes
+    is blended (a random tie rule is seeded per pair, so a window gives the labels the whole
+    table does) and flagged, and `on_window(run, labels, blend_info, extra)` writes
     it; nothing of a window is kept after it. Same labels and details as `run_panel`."""
     judges = [make_judge(spec) for spec in panel.judges]
     batch_queue = use_batch_files(judges, batch_read, batch_write)

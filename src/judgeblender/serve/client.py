@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from .. import arguments
+from .. import arguments, masking
 from ..api import Judged, judge_inputs
 from ..errors import ArgumentError, JudgeblenderError
 from ..judges import JudgeRun, JudgeSpec
@@ -47,6 +47,7 @@ class Client:
 
     def __init__(self, url: str, token: str | None = None, *, timeout: float = 600.0):
         arguments.text("url", url)
+        masking.register_url(url)  # a user:password@ in it is masked wherever judgeblender writes
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ArgumentError("url", "the server's http:// or https:// address, e.g. http://127.0.0.1:8000", url)
@@ -54,11 +55,12 @@ class Client:
             arguments.text("token", token)
         arguments.number_between("timeout", timeout, 0, float("inf"))
         self.url = url.rstrip("/")
+        self.shown = masking.text(self.url)  # the address as messages, reprs and panels show it
         self._token = token
         self.timeout = timeout
 
     def __repr__(self) -> str:  # never the token
-        return f"Client({self.url!r}{', token=...' if self._token else ''})"
+        return f"Client({self.shown!r}{', token=...' if self._token else ''})"
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
@@ -78,10 +80,11 @@ class Client:
                     time.sleep(_seconds(exc.headers.get("Retry-After")))
                     continue
                 message = answer.get("error") if isinstance(answer, dict) else None
-                raise ServiceError(self.url + path, exc.code, message or exc.reason or "no message",
+                raise ServiceError(self.shown + path, exc.code, message or exc.reason or "no message",
                                    answer.get("field") if isinstance(answer, dict) else None) from None
             except urllib.error.URLError as exc:
-                raise JudgeblenderError(f"{self.url}: cannot reach the judgeblender service ({exc.reason})") from None
+                raise JudgeblenderError(f"{self.shown}: cannot reach the judgeblender service "
+                                        f"({masking.text(str(exc.reason))})") from None
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def health(self) -> dict[str, Any]:
@@ -121,7 +124,7 @@ class Client:
             for row in answer["stats"]:
                 _add_stats(stats, row)
         run = JudgeRun(pairs=listed, judgments=judgments, stats=stats)
-        return Judged(run, _panel_of(served, self.url), flagged)
+        return Judged(run, _panel_of(served, self.shown), flagged)
 
 
 def _pair_body(pair: Pair, queries: dict[str, str] | None, passages: dict[str, str] | None) -> dict[str, str]:

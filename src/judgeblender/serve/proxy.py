@@ -20,11 +20,19 @@ Why it is built as it is:
   says the call failed) is passed back with its status and never stored as an answer;
 - concurrent identical deterministic requests make one upstream call (single flight): the first
   asks, the rest wait for its outcome;
-- the upstream's rate limits are learned from its headers and shared by every client: after a
-  429 with Retry-After, or `x-ratelimit-remaining-requests: 0`, no request goes upstream until
-  the pause is over; a client that would have been sent upstream meanwhile gets a 429 at once,
-  with Retry-After, which every OpenAI client honours (holding it instead would pile connections
-  up on the proxy). Cached answers are still served during a pause;
+- what is shared follows whose key asked. With --token-file the proxy's own key asks for every
+  client, so every token holder shares every answer. With forwarded keys (no --token-file) each
+  client's key is its own account upstream: an answer, an error (a 401, 403 or 429 depends on
+  the key) and a request in flight are shared only among clients presenting the same key, and
+  the cache key holds a keyed hash of it (HMAC-SHA256 under a per-store secret, `client_of`),
+  never the key in any form: a stored answer is not served to a client whose key the upstream
+  never saw, who might not be allowed that model at all;
+- the upstream's rate limits are learned from its headers, per key (one for every client with
+  --token-file; one per forwarded key, so one client's 429 pauses only that client's key):
+  after a 429 with Retry-After, or `x-ratelimit-remaining-requests: 0`, no request with that key
+  goes upstream until the pause is over; a client that would have been sent upstream meanwhile
+  gets a 429 at once, with Retry-After, which every OpenAI client honours (holding it instead
+  would pile connections up on the proxy). Cached answers are still served during a pause;
 - streaming requests are refused (400): a streamed answer reaches the client before it could be
   committed, and could be neither stored whole nor replayed;
 - no key is stored or logged: keys travel in headers, never in a key or a row, and every key the
@@ -48,11 +56,12 @@ from typing import Any
 
 from .. import masking
 from ..backends.openai_compat import parse_retry_after
-from ..backends.openai_keys import public_base_url, resolve_api_key
+from ..backends.openai_keys import resolve_api_key
+from ..masking import public_base_url
 from ..calls import FAILED_CALL, CallRequest, CallResult, Message, canonical_json
 from ..errors import ArgumentError, BackendError, InputError, JudgeblenderError, shown
 from ..flight import SingleFlight
-from ..hashing import sha256_text
+from ..hashing import hmac_sha256_text, sha256_text
 from ..store import CallStore
 from ..store.rows import CallRow
 from .server import bearer_allowed, bind, is_loopback, read_tokens, run, url_of
@@ -121,11 +130,53 @@ def identity_of(upstream: str, model: str) -> dict[str, Any]:
     return {"api": "chat.completions", "model": model, "upstream": public_base_url(upstream)}
 
 
-def cache_key(upstream: str, body: dict[str, Any]) -> str:
+def cache_key(upstream: str, body: dict[str, Any], client: str | None = None) -> str:
     """The store key of a chat body sent to `upstream` (calls.call_key's definition, with the
-    whole messages: see the module's docstring)."""
+    whole messages: see the module's docstring). `client`, where answers are shared only among
+    the clients of one key, is that key's keyed hash (`client_of`); None (every client shares the
+    answer) leaves the key as it always was."""
     request = _integral({k: v for k, v in body.items() if k not in NOT_IN_KEY})
-    return sha256_text(canonical_json({"identity": identity_of(upstream, body["model"]), "request": request}))
+    fields = {"identity": identity_of(upstream, body["model"]), "request": request}
+    if client is not None:
+        fields["client"] = client
+    return sha256_text(canonical_json(fields))
+
+
+# The per-store secret that keys clients' keys (`client_secret`): 32 random bytes, in hex.
+SECRET_SUFFIX = ".proxy-secret"
+
+
+def client_secret(store: Path) -> bytes:
+    """The store's secret for hashing clients' keys, kept beside it (STORE.proxy-secret, readable
+    by its owner only) and made the first time: a restarted proxy finds each client's answers
+    again, and a store copied without it only asks again. Made under a name of its own, then
+    linked into place, so two proxies starting on one store at once agree on one secret."""
+    path = Path(f"{store}{SECRET_SUFFIX}")
+    if not path.exists():
+        draft = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(os.urandom(32).hex() + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(draft, path)
+            except FileExistsError:
+                pass  # another proxy made it first: its secret is the store's
+        finally:
+            draft.unlink(missing_ok=True)
+    try:
+        text = path.read_text(encoding="ascii").strip()
+        secret = bytes.fromhex(text)
+    except OSError as exc:
+        raise InputError(path, None, "the store's proxy secret, readable", exc.strerror or type(exc).__name__) from None
+    except (UnicodeDecodeError, ValueError):
+        secret = b""
+    if len(secret) != 32:
+        raise InputError(path, 1, "the store's proxy secret: 64 hex digits, as the proxy wrote it", None,
+                         hint="remove the file to make a new one (answers stored per client key are then asked again)")
+    return secret
 
 
 def deterministic(body: dict[str, Any]) -> bool:
@@ -240,8 +291,8 @@ MAX_PAUSE_S = 600.0
 
 
 class RateGate:
-    """The upstream's rate limits as learned from its answers' headers, one for every client:
-    `wait_s()` is how long no request may go upstream yet (0: go)."""
+    """The upstream's rate limits as learned from its answers' headers, one per key that asks
+    (Proxy.gate): `wait_s()` is how long no request with that key may go upstream yet (0: go)."""
 
     def __init__(self) -> None:
         self.until = 0.0  # time.monotonic() when requests may go upstream again
@@ -262,6 +313,10 @@ class RateGate:
             self.until = max(self.until, time.monotonic() + min(pause, MAX_PAUSE_S))
 
 
+# Rate gates kept before those whose pause is over are dropped (Proxy.gate).
+MAX_GATES = 1024
+
+
 # -- configuration ---------------------------------------------------------------------------------
 @dataclass
 class ProxySettings:
@@ -279,7 +334,9 @@ class ProxySettings:
 def proxy_settings(upstream: str, store: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 0,
                    token_file: str | os.PathLike[str] | None = None, api_key_env: str | None = None,
                    timeout_s: float = 600.0) -> ProxySettings:
-    """Check a proxy's arguments (named as Python's; the CLI renames them to its flags)."""
+    """Check a proxy's arguments (named as Python's; the CLI renames them to its flags). The
+    upstream's credentials (user:password@) are masked from here on, its errors included."""
+    masking.register_url(upstream)
     if not isinstance(upstream, str) or not re.match(r"^https?://[^/\s]+", upstream or ""):
         raise ArgumentError("upstream", "the upstream's base URL, http:// or https:// (as base_url takes it, e.g. "
                             "http://127.0.0.1:8000/v1)", upstream)
@@ -341,8 +398,10 @@ class Proxy:
             masking.register(token)
         masking.register(settings.upstream_key)
         self.store = CallStore(settings.store)
-        self.gate = RateGate()
-        self.flight = SingleFlight()  # the deterministic requests being asked, by cache key
+        # with forwarded keys, whose answers a request shares is told by its key's keyed hash
+        self._client_secret = client_secret(settings.store) if settings.tokens is None else None
+        self.gates: dict[str | None, RateGate] = {}  # per key's hash (None: the proxy's own key, or none)
+        self.flight = SingleFlight()  # the deterministic requests being asked, by cache key (its client's part too)
         self.client: Any = None
 
     async def start(self) -> None:
@@ -372,6 +431,26 @@ class Proxy:
         key = self.settings.upstream_key
         return {"authorization": f"Bearer {key}"} if key else {}
 
+    def client_of(self, authorization: str | None) -> str | None:
+        """Whose answers, errors and rate limits a request shares (see the module's docstring):
+        None with --token-file (the proxy's key asks for everyone) or for a request with no key;
+        else the HMAC of the key it forwards under the store's secret (the scheme, read in any
+        case, is part of it: `Basic X` and `Bearer X` are two credentials)."""
+        if self._client_secret is None or not authorization or not authorization.strip():
+            return None
+        scheme, _, credential = authorization.strip().partition(" ")
+        return hmac_sha256_text(self._client_secret, f"{scheme.lower()} {credential.strip()}")
+
+    def gate(self, client: str | None) -> RateGate:
+        """The rate gate of one key's requests. Gates whose pause is over are dropped once there
+        are many, so a proxy that sees many keys keeps only those paused."""
+        gate = self.gates.get(client)
+        if gate is None:
+            if len(self.gates) >= MAX_GATES:
+                self.gates = {c: g for c, g in self.gates.items() if g.wait_s() > 0}
+            gate = self.gates[client] = RateGate()
+        return gate
+
     # -- chat completions
     async def chat(self, raw: bytes, authorization: str | None) -> Outcome:
         try:
@@ -379,28 +458,34 @@ class Proxy:
         except BadRequest as exc:
             return Outcome(exc.status, _error_body(str(exc), "invalid_request_error", exc.field), {}, "error")
         headers = self.upstream_headers(authorization)
+        client = self.client_of(authorization)
         if not deterministic(body):
-            return await self._ask(body, raw, headers, None)
-        key = cache_key(self.base, body)
-        outcome, shared = await self.flight.run(key, lambda: self._answer(body, raw, headers, key))
+            return await self._ask(body, raw, headers, None, client)
+        key = cache_key(self.base, body, client)
+        outcome, shared = await self.flight.run(key, lambda: self._answer(body, raw, headers, key, client))
         return Outcome(outcome.status, outcome.body, outcome.headers, "shared") if shared else outcome
 
-    async def _answer(self, body: dict[str, Any], raw: bytes, headers: dict[str, str], key: str) -> Outcome:
+    async def _answer(self, body: dict[str, Any], raw: bytes, headers: dict[str, str], key: str,
+                      client: str | None) -> Outcome:
         """A deterministic request's answer, as the leader of its flight: from the store, read
         here, on the loop (nothing can commit this key between the read and the flight's start,
         since only the flight's leader asks upstream for it), or asked upstream."""
         stored = self.store.get(key)
         if stored is not None:
             return Outcome(200, stored.result.text.encode(), {}, "hit")
-        return await self._ask(body, raw, headers, key)
+        return await self._ask(body, raw, headers, key, client)
 
-    async def _ask(self, body: dict[str, Any], raw: bytes, headers: dict[str, str], key: str | None) -> Outcome:
-        """Ask the upstream (unless its rate limit pauses every request) and store a good answer
-        under `key` (None: a sample, stored under a key of its own, never looked up)."""
-        wait = self.gate.wait_s()
+    async def _ask(self, body: dict[str, Any], raw: bytes, headers: dict[str, str], key: str | None,
+                   client: str | None) -> Outcome:
+        """Ask the upstream (unless its rate limit pauses the requests of `client`'s key) and
+        store a good answer under `key` (None: a sample, stored under a key of its own, never
+        looked up)."""
+        gate = self.gate(client)
+        wait = gate.wait_s()
         if wait > 0:
-            return Outcome(429, _error_body(f"the upstream's rate limit: no request goes to it for {wait:.2f} s more; "
-                                            "retry after that", "rate_limit_error"),
+            whose = "" if self._client_secret is None else " for this key"
+            return Outcome(429, _error_body(f"the upstream's rate limit{whose}: no request goes to it for {wait:.2f} s "
+                                            "more; retry after that", "rate_limit_error"),
                            {"retry-after": str(max(1, math.ceil(wait))), "retry-after-ms": str(math.ceil(wait * 1000))},
                            "paused")
         started = time.monotonic()
@@ -413,7 +498,7 @@ class Proxy:
                 f"the upstream {public_base_url(self.base)} did not answer: {type(exc).__name__}: {exc}")[:500],
                 "upstream_error"), {}, "error")
         latency = time.monotonic() - started
-        self.gate.learn(response.status_code, response.headers)
+        gate.learn(response.status_code, response.headers)
         data = masking.current().bytes(response.content)
         passed = {h: response.headers[h] for h in PASSED_HEADERS if h in response.headers}
         if len(data) > MAX_ANSWER_BYTES:
