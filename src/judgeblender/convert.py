@@ -60,10 +60,10 @@ def project_columns(df, needed: tuple[str, ...], what: str):
         rename[present[0]] = own
         drop += present[1:]
         if len(present) > 1:
+            from .notes import note
             from .pairs.textfile import log
 
-            log.warning("note: %s: columns %s name the same thing; used %r", what,
-                        " and ".join(map(repr, present)), present[0])
+            note(log, f"{what}: columns {' and '.join(map(repr, present))} name the same thing; used {present[0]!r}")
     df = df.drop(columns=drop).rename(columns=rename)
     missing = [c for c in needed if c not in df.columns]
     if missing:

@@ -24,6 +24,7 @@ from .errors import ArgumentError, JudgeblenderError, require
 from .evaluate.experiment import DEFAULT_CORRECTION, ExperimentInputs, Seed, experiment_table
 from .evaluate.scope import DEFAULT_SCOPE, Columns, check_scope, query_set, scored_columns
 from .label.merge import HUMAN
+from .notes import note as say
 from .pairs.pool import PoolPair, exclude_judged, pool_runs
 from .pairs.qrels import Qrels
 from .pairs.runs import Run
@@ -243,7 +244,7 @@ def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Qrels | None
     if counted.note():
         notes.append(counted.note())
     for note in notes:
-        log.warning("note: %s", note)
+        say(log, note)
     return Filled(columns, pool, holes, invalid, asked is pool or not human, notes)
 
 

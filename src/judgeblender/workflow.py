@@ -33,6 +33,7 @@ from .holes import fill as _fill
 from .evaluate.scope import DEFAULT_SCOPE, check_scope
 from .holes import given_labels, pooling, system_runs, topic_texts
 from .label.merge import HUMAN
+from .notes import note as say
 from .pairs import pool_pairs, write_pairs
 from .pairs.design import design_path_for, draw_seed, write_design
 
@@ -310,7 +311,7 @@ def estimate(systems: Any, topics: Any = None, *, llm_labels: Any, seed: Any, de
     table.attrs.update({"method": dict(result.method), "notes": list(result.notes),
                         "differences": [p.to_dict() for p in result.pairs]})
     for note in result.notes:
-        log.warning("note: %s", note)
+        say(log, note)
     return table
 
 
@@ -374,5 +375,5 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
         log.warning("%s", warning)
     for name, result in data.estimates.items():
         if isinstance(result, str):
-            log.warning("note: %s: no seed estimate: %s", name, result)
+            say(log, f"{name}: no seed estimate: {result}")
     return Path(out)
