@@ -74,3 +74,97 @@ def test_notes_are_silenced_by_the_documented_line(work, caplog):
         logger.setLevel(before)
     assert not [r for r in caplog.records if r.name.startswith("judgeblender")]
     assert "logging.getLogger(\"judgeblender\").setLevel(logging.ERROR)" in (ROOT / "docs" / "api.md").read_text()
+
+
+# -- part 3: a report speaks its reader's language; part 5: families said to be guessed ----------
+
+def page_text(path: Path) -> str:
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text()))
+
+
+def test_a_report_written_from_python_names_arguments_and_the_command_its_flags(work):
+    """The issue's report, written from Python, said "--seed-qrels" and "No call store was given
+    (`--store`)": from Python it names jb.write_report's arguments, from the command its flags,
+    both through arguments.CLI_FLAGS."""
+    import subprocess
+    import sys
+
+    seed = jb.labels_frame("seed.qrels")
+    py = page_text(jb.write_report("human.qrels", {"j1": "j1.qrels"}, RUN_FILES, "py.html", seed_qrels=seed,
+                                   design="seed.design.json", bootstrap=20))
+    assert "--" not in py.replace("judgeblender estimate --json", "").replace("judgeblender pool --exclude", "")
+    assert "(store=)" in py and "seed_qrels=" in py and "No groups= was given" in py
+    (work / "runs").mkdir()
+    for path in RUN_FILES:
+        shutil.copy(path, work / "runs" / path.name)
+    done = subprocess.run([sys.executable, "-m", "judgeblender", "report", "--gold", "human.qrels", "--pred",
+                           "j1.qrels", "--runs", "runs", "--seed-qrels", "seed.qrels", "--design", "seed.design.json",
+                           "--bootstrap", "20", "--out", "cli.html"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    cli = page_text(work / "cli.html")
+    assert "(--store)" in cli and "(--seed-qrels)" in cli and "No --groups was given" in cli
+    assert "store=" not in cli and "seed_qrels=" not in cli
+
+
+def test_every_flag_of_the_one_map_is_the_commands_own():
+    """arguments.CLI_FLAGS is the one map from a library argument to the command line's flag: each
+    entry is the flag the command standing for the function declares (read from its typer options)."""
+    import inspect
+
+    from judgeblender import arguments
+    from judgeblender.cli import app
+    from judgeblender.cli.usage import flags_of
+
+    commands = {c.name or c.callback.__name__: c.callback for c in app.registered_commands}
+    twins = {"report": jb.write_report, "experiment": jb.experiment, "fill": jb.fill}
+    # the commands' parameters that stand for a library argument of another name
+    library_name = {"preds": "predictions", "runs_dir": "systems", "store_path": "store", "judge_models": "judges",
+                    "llm": "llm_labels"}
+    checked = 0
+    for command, function in twins.items():
+        arguments_of = inspect.signature(function).parameters
+        for parameter, flag in flags_of(commands[command]).items():
+            argument = library_name.get(parameter, "k" if parameter == "depth" and "k" in arguments_of else parameter)
+            if argument in arguments_of and argument in arguments.CLI_FLAGS:
+                assert arguments.CLI_FLAGS[argument] == flag, (command, argument, flag)
+                checked += 1
+    assert checked >= 25, checked
+    assert arguments.spoken("seed_qrels", cli=True) == "--seed-qrels"
+    assert arguments.spoken("seed_qrels", cli=False) == "seed_qrels="
+
+
+def test_guessed_families_are_labelled_and_their_table_left_out_when_no_family_has_two_runs(work):
+    """The slice's runs (bm25base_p, bm25tuned_p, idst_bert_p1) guess three families of one run:
+    the family column says guessed and the bias table gives way to one line saying why; with
+    groups that put two runs together, the table is back and the families are not called guessed."""
+    page = page_text(jb.write_report("human.qrels", {"j1": "j1.qrels"}, RUN_FILES, "g.html", bootstrap=20,
+                                     min_judged=0.0))
+    assert "family (guessed from the name)" in page
+    assert "No table of bias by family: no family has two runs (3 families, guessed from the run names)" in page
+    assert "rank shift" not in page
+    grouped = page_text(jb.write_report("human.qrels", {"j1": "j1.qrels"}, RUN_FILES, "h.html", bootstrap=20, min_judged=0.0,
+                                        groups={"bm25base_p": "bm25", "bm25tuned_p": "bm25",
+                                                "idst_bert_p1": "bert"}))
+    assert "rank shift" in grouped and "guessed" not in grouped and "No table of bias" not in grouped
+
+
+def test_the_report_banner_counts_queries_as_its_sections_do(work):
+    """The issue's banner said "0 queries count; 40 do not" where the sections said "only 3 of the
+    43": with the seed standing in, the banner counts the queries judged enough, as the sections."""
+    import re
+
+    nist = read_qrels("nist.qrels")
+    judged = list(nist)[:2]  # two queries labelled in full, the others with 30% hidden
+    human = read_qrels("human.qrels")
+    write_qrels(work / "mixed.qrels", [(q, d, lab) for q, docs in (nist | {q: human[q] for q in human
+                                                                           if q not in judged}).items()
+                                       for d, lab in docs.items()])
+    page = page_text(jb.write_report("mixed.qrels", {"j1": "j1.qrels"}, RUN_FILES, "b.html", bootstrap=20,
+                                     seed_qrels="seed.qrels"))
+    section = re.search(r"since only (\d+) of the (\d+) queries", page)
+    banner = re.search(r"human leaderboards: (\d+) quer(?:y counts|ies count); (\d+) quer", page)
+    assert section and banner, page[:3000]
+    assert int(banner[1]) == int(section[1]) and int(banner[1]) + int(banner[2]) == int(section[2])

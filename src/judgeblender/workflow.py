@@ -366,10 +366,10 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
         sources[name] = _labels_name(labels, argument)
     human_seed, seed_name = _seed(seed_qrels, design, "seed_qrels") if seed_qrels is not None else (None, None)
     runs = system_runs(systems, topics, names)
-    inputs = ReportInputs(gold=_labels_name(gold, "gold"), preds=list(preds), runs_dir="systems", groups=groups,
+    inputs = ReportInputs(gold=_labels_name(gold, "gold="), preds=list(preds), runs_dir="systems=", groups=groups,
                           store=store, bootstrap=bootstrap, seed=seed, min_judged=min_judged, title=title,
                           seed_qrels=seed_name, design=design, confidence=confidence,
-                          calibration_seed=calibration_seed, scope=scope, depth=depth)
+                          calibration_seed=calibration_seed, scope=scope, depth=depth, cli=False)
     data = build_report(inputs, out, ReportLabels(gold_qrels, preds, sources, runs, human_seed))
     for warning in data.warnings:
         log.warning("%s", warning)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from html import escape
 
 from .. import __version__
@@ -84,6 +85,11 @@ def _confusion(d: ReportData) -> str:
             f'the row.</p><div class="plots">{svgs}</div>{acc}')
 
 
+def _family_head(d: ReportData) -> str:
+    """A family column's heading: said to be guessed when no groups were given (report/families.py)."""
+    return "family (guessed from the name)" if d.groups_guessed else "family"
+
+
 def _human_basis(d: ReportData) -> str:
     """The statement of what a human-side section is computed on (a warning when nothing)."""
     return basis(d.basis.statement, warn=d.basis.kind == NO_BASIS)
@@ -102,7 +108,7 @@ def _correlation(d: ReportData) -> str:
                    "it orders are in the PPI++ section).")
     else:
         ci_note = (f"[lo, hi]: {level} bootstrap interval over queries ({first.bootstrap} samples, "
-                   f"seed {d.inputs.seed})." if first.bootstrap else "No bootstrap intervals (--bootstrap 0).")
+                   f"seed {d.inputs.seed})." if first.bootstrap else f"No bootstrap intervals ({d.inputs.spoken('bootstrap')} 0).")
     cap = (f"{first.n_runs} runs, {first.n_queries} queries. tau: Kendall's tau-b; rho: Spearman's; tau_AP: "
            f"top-weighted, the human leaderboard as reference. {ci_note} R@10 is ir_measures' recall with a label "
            ">= 1 counting as relevant; AP uses label >= 2.")
@@ -127,7 +133,8 @@ def _leaderboard(d: ReportData) -> str:
         measures = list(by_measure)
         first = by_measure[measures[0]]
         judged = [] if ppi else ["Judged@10"]
-        head = ('<thead><tr><th class="l" rowspan="2">run</th><th class="l" rowspan="2">family</th>'
+        head = ('<thead><tr><th class="l" rowspan="2">run</th>'
+                f'<th class="l" rowspan="2">{_family_head(d)}</th>'
                 + "".join(f'<th colspan="2">{escape(m)}</th>' for m in measures + judged)
                 + f'<th colspan="2">rank by {escape(measures[0])}</th></tr><tr>'
                 + f"<th>{human}</th><th>LLM</th>" * (len(measures) + len(judged) + 1) + "</tr></thead>")
@@ -163,7 +170,7 @@ def _estimate(d: ReportData) -> str:
     out = []
     if fitted:
         m = fitted[0].method
-        out.append(basis(f"Computed on {_seed_words(m)} of {m['queries']} (--seed-qrels) and the LLM labels on "
+        out.append(basis(f"Computed on {_seed_words(m)} of {m['queries']} ({d.inputs.spoken('seed_qrels')}) and the LLM labels on "
                          f"all {m['queries']} queries."))
     out.append(f"<p>The human seed <code>{escape(str(d.inputs.seed_qrels))}</code> corrects each LLM label file's "
                "leaderboard (prediction-powered inference, as <code>judgeblender estimate</code>; docs/estimation.md): "
@@ -189,7 +196,7 @@ def _estimate(d: ReportData) -> str:
                    "(biased when the judge is); lambda: the weight of the LLM scores. *: fails Cochran's rule on the "
                    f"seed, a less trustworthy interval. Estimated: {m['estimand']}. Method: {m['estimator']}. "
                    f"Design: {m['design']}.")
-            out.append(table(["run", "family", f"PPI++ {measure} [{conf:.0%} CI]", f"human-only [{conf:.0%} CI]",
+            out.append(table(["run", _family_head(d), f"PPI++ {measure} [{conf:.0%} CI]", f"human-only [{conf:.0%} CI]",
                               "LLM-only", "lambda"], rows, cap, left=2, raw_cells=True))
             out.append(_orderings([r.run for r in runs], [p for p in result.pairs if p.measure == measure], measure,
                                   conf))
@@ -253,9 +260,15 @@ def _scatter(d: ReportData) -> str:
         for g in groups:
             rows.append([report.name, g.group, str(g.n_runs), f"{g.mean_score_diff:+.4f}", f"{g.mean_rank_shift:+.2f}"])
     human = "the PPI++ estimate of the human score" if d.basis.kind == PPI else "human score"
-    bias = table(["prediction", "family", "runs", "score diff", "rank shift"], rows,
-                 f"{shown[0]}. score diff: mean of (LLM score - {human}); rank shift: mean of (LLM rank - human "
-                 "rank), rank 1 = best, so > 0 means the LLM labels rank the family lower.", left=2)
+    sizes = Counter(d.groups.get(r, "(ungrouped)") for r in d.runs)
+    if max(sizes.values(), default=0) < 2:  # a family of one run is that run: its "bias" is its own error
+        bias = (f'<p class="bias-omitted">No table of bias by family: no family has two runs '
+                f"({len(sizes)} families{', guessed from the run names' if d.groups_guessed else ''}). Give "
+                f"{escape(d.inputs.spoken('groups'))} to group the runs.</p>")
+    else:
+        bias = table(["prediction", _family_head(d), "runs", "score diff", "rank shift"], rows,
+                     f"{shown[0]}. score diff: mean of (LLM score - {human}); rank shift: mean of (LLM rank - human "
+                     "rank), rank 1 = best, so > 0 means the LLM labels rank the family lower.", left=2)
     x = "the PPI++ estimate of its score under human labels" if d.basis.kind == PPI else "its score under human labels"
     return (f"{_human_basis(d)}<p>Each point is a run at ({x}, its score under LLM labels); points on the dashed line "
             f"score the same under both. {escape(d.groups_note)}</p>{svg}{bias}")
@@ -292,7 +305,7 @@ def _methods(d: ReportData) -> str:
 
 def _judges(d: ReportData) -> str:
     if d.store is None:
-        return basis("Not computed: no call store was given.") + "<p>No call store was given (<code>--store</code>), so invalid-output rates, cost and time are not shown.</p>"
+        return basis("Not computed: no call store was given.") + f"<p>No call store was given (<code>{d.inputs.spoken('store')}</code>), so invalid-output rates, cost and time are not shown.</p>"
     s = d.store
     judges = table(
         ["judge", "pairs", "invalid", "invalid rate", "most common reasons"],
