@@ -168,3 +168,24 @@ def test_the_report_banner_counts_queries_as_its_sections_do(work):
     banner = re.search(r"human leaderboards: (\d+) quer(?:y counts|ies count); (\d+) quer", page)
     assert section and banner, page[:3000]
     assert int(banner[1]) == int(section[1]) and int(banner[1]) + int(banner[2]) == int(section[2])
+
+
+# -- part 3: one vocabulary, docno in every frame -------------------------------------------------
+
+def test_every_frame_the_api_returns_names_the_document_docno_and_docid_still_goes_in(mock_model, work):
+    """`jb.pool`, `jb.find_holes` and `jb.fill` said docno, `jb.labels_frame`, `run.labels` and
+    `run.blend` docid, so the issue's notebook renamed one to the other; now every frame says docno
+    (PyTerrier's name) and a frame with docid (or doc_id) is still read."""
+    mock_model.default = "##final score: 2"
+    given = pd.DataFrame({"qid": ["q1", "q1"], "docid": ["d1", "d2"], "query": ["goldfish food"] * 2,
+                          "passage": ["Goldfish eat flakes.", "Kettles boil water."]})
+    run = jb.judge(given, ["mock:m"])
+    gold = pd.DataFrame({"qid": ["q1", "q1"], "docid": ["d1", "d2"], "label": [2, 0]})
+    frames = {"run.labels": run.labels, "run.blend": run.blend(), "labels_frame": jb.labels_frame(gold),
+              "blend_labels": jb.blend_labels(run.labels),
+              "pool": jb.pool(RUN_FILES, k=2), "find_holes": jb.find_holes(RUN_FILES, qrels="human.qrels", k=2),
+              "fill": jb.fill(RUN_FILES, topics(work), qrels="human.qrels", llm_labels="j1.qrels", k=2)}
+    for name, frame in frames.items():
+        assert "docno" in frame.columns and "docid" not in frame.columns, (name, list(frame.columns))
+    assert jb.agreement(run.blend(), gold).n == 2  # a frame that came out goes back in
+    assert jb.labels_frame(gold.rename(columns={"docid": "doc_id"})).equals(jb.labels_frame(gold))
