@@ -176,13 +176,28 @@ def fill(systems: Any, topics: Any, *, qrels: Any, corpus: Any = None, judges: A
     (`jb.find_holes`); `judges` label them (through `store`), or `llm_labels` gives labels already
     made. A human label always wins, as `judgeblender fill` merges. Pairs left without a valid
     label stay out, counted in a note (logged, and in `attrs["notes"]`). `scope` (evaluate/scope.py):
-    'labels' (default) keeps every labelled pair, 'pool' the systems' pooled pairs only; attrs say
-    the scope and the topics that did not count. This is `judgeblender.pyterrier.fill_qrels`
+    'labels' (default) keeps every labelled pair, so it fills every pair the LLM labels cover that
+    people did not label, not only the pool's holes; 'pool' the systems' pooled pairs only, so it
+    fills the holes alone. attrs say the scope, the topics that did not count, and the counts:
+    pooled, holes, filled (pairs labelled by the LLM in the frame) and filled_holes (of them, holes),
+    with a note where filled is not filled_holes. This is `judgeblender.pyterrier.fill_qrels`
     without PyTerrier: `pt.Experiment` runs on the frame and gives jb.experiment's filled column."""
     *_, filled = _filled(systems, topics, qrels=qrels, corpus=corpus, judges=judges, llm_labels=llm_labels,
                          prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k, names=names,
                          human_needed=True, scope=scope)
-    return filled.frame(docid="docno")
+    frame = filled.frame(docid="docno")
+    holes = {(p.qid, p.docid) for p in filled.holes}
+    by_llm = [(q, d) for q, d, src in zip(frame["qid"], frame["docno"], frame["provenance"]) if src != HUMAN]
+    in_holes = sum(pair in holes for pair in by_llm)
+    counts = {"pooled": len(filled.pool), "holes": len(holes), "filled": len(by_llm), "filled_holes": in_holes}
+    if len(by_llm) != in_holes:  # more filled than holes: the default says why, once, in words
+        note = (f"{len(by_llm)} pairs filled by the LLM labels, {in_holes} of them among the {len(holes)} holes of "
+                f"the {len(filled.pool)} pooled pairs: scope={scope!r} fills every pair the LLM labels cover that "
+                "people did not label, not only the pool's holes (scope='pool' fills those only)")
+        frame.attrs["notes"].append(note)
+        say(log, note)
+    frame.attrs.update(counts)
+    return frame
 
 
 # the experiment's settings that a per-query row cannot carry: each is about a whole system

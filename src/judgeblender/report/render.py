@@ -8,6 +8,7 @@ from html import escape
 from .. import __version__
 from ..evaluate.agreement import LEVELS
 from ..evaluate.bias import leaderboard_ranks, leaderboard_scatter
+from ..evaluate.experiment import NOT_TESTED
 from ..evaluate.intervals import difference_range, measure_range
 from ..evaluate.svgplot import grid_svg
 from .data import NO_BASIS, PPI, ReportData
@@ -229,7 +230,8 @@ def _orderings(runs: list[str], pairs: list, measure: str, conf: float) -> str:
             diff = sign * p.difference
             lo, hi = sorted((sign * p.ci_low_bonferroni, sign * p.ci_high_bonferroni))
             mark, cls = ("&#9650;", "up") if p.significant and diff > 0 else (
-                ("&#9660;", "down") if p.significant else ("&middot;", "none"))
+                ("&#9660;", "down") if p.significant else ("?", "untested") if not p.normal_ok
+                else ("&middot;", "none"))
             title = (f"{a} - {b}: {diff:+.3f}, {conf:.0%} Bonferroni interval (all pairs at once) "
                      f"[{lo:.3f}, {hi:.3f}], Holm p {p.p_holm:.2g}")
             lo_b, hi_b = bounds or ("", "")
@@ -238,12 +240,16 @@ def _orderings(runs: list[str], pairs: list, measure: str, conf: float) -> str:
         rows.append("<tr>" + "".join(cells) + "</tr>")
     legend = (f'<p class="legend"><span class="up">&#9650;</span> the row\'s run scores significantly higher than '
               f'the column\'s, <span class="down">&#9660;</span> lower, <span class="none">&middot;</span> not '
-              f"ordered (Holm's step-down over all {len(pairs)} pairs, family-wise error {1 - conf:.2g}; a pair "
-              "also needs its seed to pass Cochran's rule). Columns are numbered as the rows, in the order of the "
+              f"significant (Holm's step-down over all {len(pairs)} pairs, family-wise error {1 - conf:.2g}), "
+              f'<span class="untested">?</span> {NOT_TESTED}: the seed\'s per-query differences of the pair are '
+              "too skewed for its size (n > 25 g1^2 fails), so the test is not made whatever its p. Columns are "
+              "numbered as the rows, in the order of the "
               f"estimate. Hover a cell for the difference and its {conf:.0%} Bonferroni interval (all pairs at "
               "once); <code>judgeblender estimate --json</code> lists every pair.</p>")
+    untested = sum(not p.normal_ok for p in pairs)
     return (f'<p class="orderings">{escape(measure)}: <b>{sig} of {len(pairs)}</b> pairs of runs significantly '
-            f'ordered.</p><table class="matrix">{head}<tbody>{"".join(rows)}</tbody></table>{legend}')
+            f'ordered; {untested} {NOT_TESTED}.</p><table class="matrix">{head}<tbody>{"".join(rows)}</tbody>'
+            f"</table>{legend}")
 
 
 def _scatter(d: ReportData) -> str:
