@@ -288,3 +288,44 @@ def test_judged_at_10_breaks_ties_as_trec_eval_does_and_the_docs_say_so():
     for doc in ("api.md", "pyterrier.md"):
         text = " ".join((ROOT / "docs" / doc).read_text().split())
         assert "ties at rank k as trec_eval does" in text and "ir_measures' `judged`" in text, doc
+
+
+def test_the_experiment_command_sorts_by_score_and_shows_pythons_columns(work):
+    """The command's table was sorted by name and showed PPI++ as ± only: it is sorted by the
+    first measure's filled score, and shows the difference and verdict against the baseline as
+    jb.experiment returns them (each interval in its estimate's cell)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (work / "runs").mkdir()
+    for path in RUN_FILES:
+        shutil.copy(path, work / "runs" / path.name)
+    args = [sys.executable, "-m", "judgeblender", "experiment", "--runs", "runs", "--topics", "queries.tsv",
+            "--qrels", "human.qrels", "--llm", "j1.qrels", "--seed", "seed.qrels", "--baseline", "bm25base_p",
+            "-m", "P@10", "-m", "nDCG@10"]
+    env = {**os.environ, "COLUMNS": "250"}
+    text = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    data = subprocess.run([*args, "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert text.returncode == data.returncode == 0, text.stderr + data.stderr
+    rows = [json.loads(line) for line in data.stdout.splitlines()]
+    by_score = [r["system"] for r in sorted((r for r in rows if r.get("measure") == "P@10"),
+                                            key=lambda r: -r["filled"])]
+    assert by_score != sorted(by_score)  # the check can tell score order from name order
+    body = [line for line in text.stdout.splitlines() if line.startswith("│")]
+    shown = [line.split("│")[1].strip() for line in body]
+    assert shown == by_score * 2  # both measures' tables, in the first measure's order
+    heads = next(line for line in text.stdout.splitlines() if line.startswith("┃"))
+    for heading in ("delta", "p", "sig", "human (pool)", "PPI++ [CI]", "PPI++ delta [CI]", "PPI++ p",
+                    "PPI++ verdict", "no label"):
+        assert f" {heading} ┃" in heads, heading
+    tuned = next(line for line in body if "bm25tuned_p" in line)
+    assert any(v in tuned for v in ("not significant", "significant", "not tested: Cochran's rule"))
+    python = jb.experiment(RUN_FILES, topics(work), qrels="human.qrels", llm_labels="j1.qrels", seed="seed.qrels",
+                           baseline="bm25base_p", measures=["P@10", "nDCG@10"])
+    folded = {"system", "measure", "p", "ppi_low", "ppi_high", "ppi_delta_low", "ppi_delta_high", "ppi_significant"}
+    assert set(python.columns) - folded <= {c for c in python.attrs["columns"]}
+    for column in set(python.columns) - folded:  # every other column is shown, its words printed
+        assert any(line.endswith(python.attrs["columns"][column][:60]) or python.attrs["columns"][column][:60]
+                   in line for line in text.stdout.splitlines()), column
