@@ -265,7 +265,10 @@ def test_fill_shows_holes_and_filled_and_names_the_default(work, caplog):
     assert a["pooled"] > a["holes"]
     note = next(n for n in a["notes"] if "pairs filled by the LLM labels" in n)
     assert f"{a['filled']} pairs filled by the LLM labels, {a['filled_holes']} of them among the {a['holes']} holes" in note
-    assert "scope='labels' fills every pair the LLM labels cover" in note and note in caplog.text
+    assert "the scope 'labels' fills every pair the LLM labels cover" in note and note in caplog.text
+    table = jb.experiment(RUN_FILES, topics(work), qrels="human.qrels", llm_labels="j1.qrels", k=3)
+    assert {c: table.attrs[c] for c in a if c in ("pooled", "holes", "filled", "filled_holes")} == \
+        {c: a[c] for c in ("pooled", "holes", "filled", "filled_holes")} and note in table.attrs["notes"]
     pool = jb.fill(RUN_FILES, topics(work), qrels="human.qrels", llm_labels="j1.qrels", k=3, scope="pool").attrs
     assert pool["filled"] == pool["filled_holes"] == pool["holes"] == a["holes"]
     assert not [n for n in pool["notes"] if "pairs filled by the LLM labels" in n]

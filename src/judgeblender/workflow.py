@@ -32,7 +32,6 @@ from .holes import experiment as _experiment
 from .holes import fill as _fill
 from .evaluate.scope import DEFAULT_SCOPE, check_scope
 from .holes import given_labels, pooling, system_runs, topic_texts
-from .label.merge import HUMAN
 from .notes import note as say
 from .pairs import pool_pairs, write_pairs
 from .pairs.design import design_path_for, draw_seed, write_design
@@ -186,17 +185,11 @@ def fill(systems: Any, topics: Any, *, qrels: Any, corpus: Any = None, judges: A
                          prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k, names=names,
                          human_needed=True, scope=scope)
     frame = filled.frame(docid="docno")
-    holes = {(p.qid, p.docid) for p in filled.holes}
-    by_llm = [(q, d) for q, d, src in zip(frame["qid"], frame["docno"], frame["provenance"]) if src != HUMAN]
-    in_holes = sum(pair in holes for pair in by_llm)
-    counts = {"pooled": len(filled.pool), "holes": len(holes), "filled": len(by_llm), "filled_holes": in_holes}
-    if len(by_llm) != in_holes:  # more filled than holes: the default says why, once, in words
-        note = (f"{len(by_llm)} pairs filled by the LLM labels, {in_holes} of them among the {len(holes)} holes of "
-                f"the {len(filled.pool)} pooled pairs: scope={scope!r} fills every pair the LLM labels cover that "
-                "people did not label, not only the pool's holes (scope='pool' fills those only)")
+    note = filled.counts_note(scope)
+    if note:  # more filled than holes: the default says why, once, in words
         frame.attrs["notes"].append(note)
         say(log, note)
-    frame.attrs.update(counts)
+    frame.attrs.update(filled.counts())
     return frame
 
 
@@ -245,9 +238,8 @@ def _perquery(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = Non
                              float((human_pq[m] if human_pq is not None else nan)[i, j]),
                              float((llm_pq[m] if llm_pq is not None else nan)[i, j])))
     table = pd.DataFrame(rows, columns=["name", "qid", "measure", "value", "human", "llm"])
-    llm_pairs = sum(s != HUMAN for s in filled.provenance.values())
-    table.attrs.update({"k": k, "holes": len(filled.holes), "filled": llm_pairs, "invalid": len(filled.invalid),
-                        **columns.summary(), "notes": list(filled.notes)})
+    table.attrs.update({"k": k, **filled.counts(), "invalid": len(filled.invalid), **columns.summary(),
+                        "notes": list(filled.notes)})
     return table
 
 

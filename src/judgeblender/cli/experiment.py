@@ -112,7 +112,8 @@ def _print(table, s: dict, k: int) -> None:
     for col, heading in shown:  # the tables' caption, once: what each column is and over which pairs
         if col in words:
             console.print(f"{heading}: {words[col]}", markup=False)
-    console.print(f"{s['holes']} holes in the pool, {s['invalid']} pooled pairs without a valid LLM label; "
-                  f"{s['filled']} pairs of the scope filled by the LLM", markup=False)
+    console.print(f"{s['holes']} holes in the {s['pooled']} pooled pairs, {s['invalid']} pooled pairs without a "
+                  f"valid LLM label; {s['filled']} pairs of the scope filled by the LLM, {s['filled_holes']} of them "
+                  "holes", markup=False)
     for note in s["notes"]:
         console.print(f"note: {note}", markup=False)
