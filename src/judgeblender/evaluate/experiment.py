@@ -101,8 +101,10 @@ def experiment_table(inputs: ExperimentInputs, measures: Sequence, *, k: int = 1
     """One row per (system, measure); see the module docstring. Columns: system, measure, human,
     filled, llm, judged (Judged@k under the human labels), filled_pairs (top-k pairs labelled by the
     LLM), unlabelled (top-k pairs without any label); with a baseline: delta (filled labels), p,
-    p_adjusted, significant; with a seed: ppi, ppi_low, ppi_high, and against the baseline
-    ppi_delta, ppi_delta_low, ppi_delta_high, ppi_p_holm, ppi_significant."""
+    p_adjusted, significant; with a seed: human_pool (the human score over the pooled pairs, which
+    ppi estimates), ppi, ppi_low, ppi_high, and against the baseline ppi_delta, ppi_delta_low,
+    ppi_delta_high, ppi_p_holm, ppi_significant, ppi_verdict (why a flag is False beside a small p:
+    Cochran's rule, with a note). attrs["columns"] says what each column is and over which pairs."""
     import pandas as pd
 
     arguments.confidence(confidence)
@@ -129,10 +131,9 @@ def experiment_table(inputs: ExperimentInputs, measures: Sequence, *, k: int = 1
     if seed is not None and inputs.human is not None:  # what the PPI++ interval estimates, shown beside it
         pooled = restrict(inputs.human, by_query(pool_of(runs, k, inputs.population)))
         human_pool = evaluate_runs(runset, pooled, parsed)
-        for m in parsed:
+        for m in map(str, parsed):
             for i, run in enumerate(names):
-                est = estimates.setdefault((run, str(m)), {})
-                estimates[(run, str(m))] = {"human_pool": float(human_pool[str(m)][i].mean()), **est}
+                estimates[(run, m)] = {"human_pool": float(human_pool[m][i].mean()), **estimates.get((run, m), {})}
     rows = []
     for m in parsed:
         name = str(m)
@@ -186,7 +187,7 @@ def column_scopes(columns, scope: str, k: int, confidence: float, correction: st
         "ppi_delta": f"PPI++ estimate of the human score's difference from {baseline}, over {pooled}",
         "ppi_delta_low": f"{confidence:.0%} interval of ppi_delta, low end",
         "ppi_delta_high": f"{confidence:.0%} interval of ppi_delta, high end",
-        "ppi_p_holm": f"p of ppi_delta, Holm-adjusted over the other systems",
+        "ppi_p_holm": "p of ppi_delta, Holm-adjusted over the other systems",
         "ppi_significant": f"ppi_p_holm < {1 - confidence:.2g} and the test was made (ppi_verdict)",
         "ppi_verdict": "significant, not significant, or not tested: the seed fails Cochran's rule "
                        "(n > 25 g1^2) for this difference, so its normal approximation is not trusted",
