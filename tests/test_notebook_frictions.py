@@ -214,14 +214,15 @@ def synthetic(folder: Path):
     return systems, topic_frame, truth, llm, seed_labels, folder / "seed.design.json"
 
 
-def test_a_ppi_flag_never_contradicts_its_p_value_without_saying_why(tmp_path):
+def test_a_ppi_flag_never_contradicts_its_p_value_without_saying_why(tmp_path, caplog):
     """The issue's runid4: ppi_p_holm 0.0305 and ppi_significant False, with no word why (Cochran's
     rule). ppi_verdict says it, attrs["notes"] too, and every flag agrees with its verdict."""
     from judgeblender.evaluate.experiment import NOT_TESTED
 
     systems, topic_frame, truth, llm, seed, design = synthetic(tmp_path)
-    table = jb.experiment(systems, topic_frame, qrels=truth, llm_labels=llm, k=5, seed=seed, design=design,
-                          baseline="base").set_index("system")
+    with caplog.at_level(logging.WARNING, logger="judgeblender"):
+        table = jb.experiment(systems, topic_frame, qrels=truth, llm_labels=llm, k=5, seed=seed, design=design,
+                              baseline="base").set_index("system")
     assert table.loc["tweak", "ppi_verdict"] == NOT_TESTED and table.loc["good", "ppi_verdict"] == "significant"
     for name, row in table.drop(index="base").iterrows():
         assert row.ppi_significant == (row.ppi_verdict == "significant"), name
@@ -229,6 +230,7 @@ def test_a_ppi_flag_never_contradicts_its_p_value_without_saying_why(tmp_path):
             assert row.ppi_verdict == NOT_TESTED, name
     note = next(n for n in table.attrs["notes"] if "not tested against base" in n)
     assert "Cochran's rule" in note and note.endswith(": tweak") and "8 seed queries" in note
+    assert f"note: {note}" in caplog.text  # and on the log, once
     whole = {q: truth[q] for q in seed}  # the report reads the seed on every pair the LLM labels
     page = page_text(jb.write_report(truth, {"lenient": llm}, systems, tmp_path / "r.html", seed_qrels=whole,
                                      design=design, bootstrap=0))

@@ -325,8 +325,8 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
     table = experiment_table(inputs, measures, k=k, baseline=baseline, correction=correction, seed=seed_arg,
                              confidence=confidence)
     counted = filled.counts_note(scope)
-    if counted:
-        say(log, counted)
+    for note in ([counted] if counted else []) + table.attrs.get("notes", []):  # fill logged its own
+        say(log, note)
     table.attrs.update({**filled.counts(), "invalid": len(filled.invalid), **columns.summary(),
                         "notes": list(filled.notes) + ([counted] if counted else []) + table.attrs.get("notes", [])})
     return table
