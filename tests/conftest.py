@@ -77,3 +77,13 @@ def cluster():
     finally:
         ray.shutdown()
 
+
+
+@pytest.fixture(autouse=True)
+def _notes_shown_afresh():
+    """Each test sees judgeblender's notes as a fresh process does (judgeblender/notes.py shows a
+    note once per process): a test asserting a note must not depend on which tests ran before."""
+    from judgeblender import notes
+
+    notes.forget()
+    yield

@@ -69,33 +69,33 @@ def gold_frame():
 
 
 def as_dict(frame, column="label"):
-    return {d: (None if pd.isna(v) else v) for d, v in zip(frame["docid"], frame[column])}
+    return {d: (None if pd.isna(v) else v) for d, v in zip(frame["docno"], frame[column])}
 
 
 # -- the snippet -------------------------------------------------------------------------------
 
 def test_the_issue_snippet_runs_and_gives_the_worked_out_values(run):
     labels = run.labels
-    assert list(labels.columns) == ["qid", "docid", "judge", "label", "expected", "score", "valid", "reason"]
+    assert list(labels.columns) == ["qid", "docno", "judge", "label", "expected", "score", "valid", "reason"]
     assert len(labels) == 18
     for name in "ABC":
         mine = labels[labels.judge == name]
         assert as_dict(mine) == {d: (None if v == "?" else v) for d, v in SAYS[name].items()}
     blended = run.blend("mv", tie="avg")
-    assert list(blended.columns) == ["qid", "docid", "label"]
+    assert list(blended.columns) == ["qid", "docno", "label"]
     assert as_dict(blended) == BLEND
     assert jb.agreement(GOLD, run.blend("mv")).kappa == pytest.approx(BLEND_KAPPA)
 
 
 def test_an_invalid_answer_stays_invalid_with_its_reason_and_is_never_zero(run):
-    row = run.labels.query("judge == 'C' and docid == 'd3'").iloc[0]
+    row = run.labels.query("judge == 'C' and docno == 'd3'").iloc[0]
     assert pd.isna(row.label) and not row.valid
     assert "no probability on any answer token" in row.reason
     assert run.labels.valid.sum() == 17
 
 
 def test_logprobs_labels_carry_their_expected_value(run):
-    row = run.labels.query("judge == 'A' and docid == 'd1'").iloc[0]
+    row = run.labels.query("judge == 'A' and docno == 'd1'").iloc[0]
     assert row.expected == pytest.approx(0.9 * 3 + 0.1 * 0)
 
 

@@ -123,7 +123,7 @@ def test_a_pyterrier_frame_with_text_is_judged_by_docno(mock_model):
     res = pd.DataFrame({"qid": ["1", "1"], "query": ["zebra"] * 2, "docno": ["a", "b"],
                         "text": ["zebra crossing", "yellow kettle"], "score": [2.0, 1.0], "rank": [0, 1]})
     labels = jb.judge(res, ["mock:x"]).labels
-    assert labels.set_index("docid").label.to_dict() == {"a": 3, "b": 0}
+    assert labels.set_index("docno").label.to_dict() == {"a": 3, "b": 0}
 
 
 # -- jb.experiment -------------------------------------------------------------------------------

@@ -163,7 +163,7 @@ def test_leaderboard_lists_every_run_under_both_labels_with_tau(report, data):
 
 def test_families_are_derived_from_run_names_and_the_report_says_so(report):
     html = unescape(report[0].read_text())
-    assert "No --groups file was given, so each run's family is derived from its name" in html
+    assert "No --groups was given, so each run's family is guessed from its name" in html
     assert family_of("bert-1") == family_of("bert_2") == "bert" and family_of("runid3") == "runid"
     families, folded = derive_families([f"team{k}-run" for k in "abcdefghij"], max_groups=4)
     assert folded == ["teamd", "teame", "teamf", "teamg", "teamh", "teami", "teamj"]

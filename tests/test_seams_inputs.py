@@ -232,7 +232,7 @@ def test_judge_reads_a_generator_of_pairs_once_and_judges_each_pair_once(mock_mo
     mock_model.default = "##final score: 1"
     run = jb.judge((p for p in [("q1", "d1"), ("q1", "d2"), ("q1", "d1")]), ["mock:m"], queries=queries,
                    corpus=passages)
-    assert run.labels[["qid", "docid", "label"]].values.tolist() == [["q1", "d1", 1], ["q1", "d2", 1]]
+    assert run.labels[["qid", "docno", "label"]].values.tolist() == [["q1", "d1", 1], ["q1", "d2", 1]]
     assert len(mock_model.calls) == 2
 
 

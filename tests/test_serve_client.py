@@ -39,6 +39,7 @@ def test_client_judge_equals_jb_judge_one_judge(frame, tmp_path, monkeypatch):
                      str(tmp_path / "served.sqlite"), "--max-pairs", "20"]) as served:
             client = jb.Client(served.url)
             remote = client.judge(frame)  # 45 pairs: three requests of at most 20
+            assert list(remote.labels.columns[:2]) == ["qid", "docno"]  # the API's one vocabulary (issue 39)
             assert isinstance(remote, jb.Judged)
             same(remote.labels, local.labels)
             assert remote.labels["label"].isna().any()  # invalid answers stay <NA>, never 0

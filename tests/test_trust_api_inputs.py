@@ -90,7 +90,7 @@ def test_with_skip_missing_a_nan_passage_is_a_reported_skip_and_never_a_prompt_a
     mock_model.default = "##final score: 2"
     run = judge_frame(frame(d3=float("nan"), q2="   "), "mock:m", tmp_path, skip_missing=True)
     assert run.run.skipped == [(Pair("q1", "d3"), "passage missing (NaN)"), (Pair("q2", "d2"), "query blank")]
-    assert list(run.labels["docid"]) == ["d1"]
+    assert list(run.labels["docno"]) == ["d1"]
     prompts = [m.content for call in mock_model.calls for m in call.messages]
     assert len(mock_model.calls) == 1 and not any("nan" in p.lower().split() for p in prompts)
 

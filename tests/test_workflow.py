@@ -223,15 +223,20 @@ def test_jb_write_report_writes_the_page_the_command_writes(work):
                            frames(), "python.html", seed_qrels="seed.qrels", bootstrap=200)
     assert path == Path("python.html") and path.is_file()
     page = (work / "cli.html").read_text()
-    # the pages differ only where they name their inputs: files for the command, arguments for Python
-    named = page.replace("<code>human.qrels</code>", "<code>gold</code>").replace("<code>runs</code>",
-                                                                                  "<code>systems</code>")
-    assert named != page
+    # the pages differ only where they name their inputs: files and flags for the command, arguments
+    # for Python (arguments.CLI_FLAGS)
+    spoken = page
+    for flag, argument in (("--seed-qrels", "seed_qrels="), ("--store", "store="), ("--groups", "groups="),
+                           ("pool --sample-queries", "jb.sample_seed(queries=...)")):
+        spoken = spoken.replace(flag, argument)
+    named = spoken.replace("<code>human.qrels</code>", "<code>gold=</code>").replace("<code>runs</code>",
+                                                                                     "<code>systems=</code>")
+    assert named != spoken != page
     assert path.read_text() == named
     # files named by their stems, as --pred names them
     again = jb.write_report("human.qrels", ["j1.qrels", "j2.qrels"], RUN_FILES, "again.html", seed_qrels="seed.qrels",
                             bootstrap=200)
-    assert again.read_text() == page.replace("<code>runs</code>", "<code>systems</code>")
+    assert again.read_text() == spoken.replace("<code>runs</code>", "<code>systems=</code>")
 
 
 # -- per-query rows ---------------------------------------------------------------------------

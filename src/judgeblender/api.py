@@ -3,13 +3,15 @@
     import judgeblender as jb
     run = jb.judge(df, judges=["llamacpp:default", "embed:default"], prompt="umbrela", mode="logprobs",
                    store="j.sqlite")
-    run.labels                        # qid, docid, judge, label, expected, valid, reason
-    run.blend("mv", tie="avg")        # qid, docid, label
+    run.labels                        # qid, docno, judge, label, expected, valid, reason
+    run.blend("mv", tie="avg")        # qid, docno, label
     jb.agreement(gold, run.blend("mv")).kappa
 
 Labels go in as anything `judgeblender.convert` reads (DataFrames, ir_measures Qrel tuples, qrels
 dicts, (qid, docid, label) tuples, qrels files) and come out as DataFrames with pandas' nullable
-Int64 labels: an invalid answer is <NA> with valid=False and its reason, never 0. This module
+Int64 labels: an invalid answer is <NA> with valid=False and its reason, never 0. The document
+column is PyTerrier's `docno` in every frame returned (a frame given may name it docno, docid or
+doc_id). This module
 only assembles the library's parts; the CLI's commands do the same with files.
 """
 
@@ -226,13 +228,14 @@ class Judged:
 
     @property
     def labels(self):
-        """One row per (pair, judge): qid, docid, judge, label, expected, score, valid, reason.
+        """One row per (pair, judge): qid, docno, judge, label, expected, score, valid, reason.
         `reason` is why an invalid answer is invalid, or a rubric judge's stated reason."""
         import pandas as pd
 
         rows = [(p.qid, p.docid, jid, j.label, j.expected, j.score, j.valid, j.invalid_reason or j.reason)
                 for jid, judgments in self.run.judgments.items() for p, j in judgments.items()]
-        df = pd.DataFrame(rows, columns=["qid", "docid", "judge", "label", "expected", "score", "valid", "reason"])
+        df = pd.DataFrame(rows, columns=["qid", convert.DOCNO, "judge", "label", "expected", "score", "valid",
+                                         "reason"])
         df["label"] = pd.array(df["label"].tolist(), dtype="Int64")
         df["expected"] = df["expected"].astype(float)
         df["score"] = df["score"].astype(float)
@@ -243,7 +246,7 @@ class Judged:
 
     def blend(self, method: str = "mv", *, tie: str = "avg", seed: int | None = 0,
               weights: Mapping[str, float] | None = None, thresholds: Sequence[float] | None = None):
-        """One label per pair (qid, docid, label; <NA> where no judge gave a valid label)."""
+        """One label per pair (qid, docno, label; <NA> where no judge gave a valid label)."""
         return _blend_table(self.ballots(), method, tie=tie, seed=seed, weights=weights, thresholds=thresholds)
 
     def summary(self):
@@ -326,7 +329,7 @@ def _result_frame(result: BlendResult):
 def blend_labels(labels: Any, method: str = "mv", *, tie: str = "avg", seed: int | None = 0,
                  weights: Mapping[str, float] | None = None, thresholds: Sequence[float] | None = None):
     """Blend a jury's labels (see `ballots` for the shapes) into one label per pair (a DataFrame
-    qid, docid, label). Methods: `judgeblender blend --methods`, or judgeblender.blend.METHODS."""
+    qid, docno, label). Methods: `judgeblender blend --methods`, or judgeblender.blend.METHODS."""
     _blend_settings(method, tie, seed)  # before the labels are read
     return _blend_table(ballots(labels), method, tie=tie, seed=seed, weights=weights, thresholds=thresholds)
 
@@ -438,7 +441,7 @@ def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str]
 
 
 def labels_frame(labels: Any, *, scale: Any = convert.SCALE):
-    """Any labels (see judgeblender.convert) as a DataFrame qid, docid, label. A label off
+    """Any labels (see judgeblender.convert) as a DataFrame qid, docno, label. A label off
     `scale` (TREC's 0-3 unless told another, e.g. `scale=range(5)`; None: any integer) is an
     error naming its row: this is how labels on another scale are read, to be mapped onto 0-3
     before judgeblender measures or blends them."""

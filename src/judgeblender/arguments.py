@@ -140,3 +140,30 @@ def scale(name: str, value: Any) -> tuple[int, ...] | None:
     if isinstance(value, (str, bytes)) or not isinstance(value, Collection) or not len(value):
         raise ArgumentError(name, "a non-empty collection of integer labels, e.g. (0, 1, 2, 3), or None", value)
     return tuple(integer(name, v) for v in value)
+
+
+# -- one vocabulary: a library argument and the command line's flag for it -------------------
+
+# The command line's flag for each argument of the public functions that a command takes under
+# another spelling or as a flag: jb.write_report's `seed_qrels` is `report --seed-qrels`,
+# jb.experiment's `k` is `experiment --depth`. One map for every surface: a report or message
+# written from Python names the argument, from the command line the flag. An argument whose flag
+# differs between commands (jb.estimate's `seed` is `estimate --human`, jb.experiment's is
+# `experiment --seed`) is left out: there the caller names it. tests/test_notebook_frictions.py
+# checks every entry against the commands' own declarations.
+CLI_FLAGS: dict[str, str] = {
+    "gold": "--gold", "predictions": "--pred", "systems": "--runs", "groups": "--groups", "store": "--store",
+    "bootstrap": "--bootstrap", "min_judged": "--min-judged", "title": "--title", "seed_qrels": "--seed-qrels",
+    "design": "--design", "confidence": "--confidence", "calibration_seed": "--calibration-seed",
+    "scope": "--scope", "depth": "--depth", "k": "--depth", "topics": "--topics", "qrels": "--qrels",
+    "llm_labels": "--llm", "judges": "--judge", "corpus": "--corpus", "prompt": "--prompt", "mode": "--mode",
+    "measures": "--measure", "baseline": "--baseline", "correction": "--correction", "out": "--out",
+}
+
+
+def spoken(argument: str, cli: bool) -> str:
+    """How a message names `argument` to its reader: the command line's flag (CLI_FLAGS) where the
+    user typed flags, the Python argument (`seed_qrels=`) where they called a function."""
+    if cli:
+        return CLI_FLAGS.get(argument, "--" + argument.replace("_", "-"))
+    return f"{argument}="

@@ -60,10 +60,10 @@ def project_columns(df, needed: tuple[str, ...], what: str):
         rename[present[0]] = own
         drop += present[1:]
         if len(present) > 1:
+            from .notes import note
             from .pairs.textfile import log
 
-            log.warning("note: %s: columns %s name the same thing; used %r", what,
-                        " and ".join(map(repr, present)), present[0])
+            note(log, f"{what}: columns {' and '.join(map(repr, present))} name the same thing; used {present[0]!r}")
     df = df.drop(columns=drop).rename(columns=rename)
     missing = [c for c in needed if c not in df.columns]
     if missing:
@@ -200,12 +200,17 @@ def qrels(labels: Any, what: str = "labels", *, scale: Iterable[int] | None, req
     return qrels_of(triples(labels, what, scale=scale, required=required, argument=argument))
 
 
+# The document column of every frame the API returns: PyTerrier's name, which pt.Experiment needs
+# (a frame comes in with docno, docid or doc_id: NAMES). One vocabulary, so no notebook renames.
+DOCNO = "docno"
+
+
 def frame(labels: Any, what: str = "labels", *, scale: Iterable[int] | None):
-    """A DataFrame qid, docid, label (pandas' nullable Int64: <NA> where invalid), labels on `scale`."""
+    """A DataFrame qid, docno, label (pandas' nullable Int64: <NA> where invalid), labels on `scale`."""
     import pandas as pd
 
     rows = triples(labels, what, scale=scale)
-    return pd.DataFrame({"qid": [r[0] for r in rows], "docid": [r[1] for r in rows],
+    return pd.DataFrame({"qid": [r[0] for r in rows], DOCNO: [r[1] for r in rows],
                          "label": pd.array([r[2] for r in rows], dtype="Int64")})
 
 

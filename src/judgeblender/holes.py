@@ -24,6 +24,7 @@ from .errors import ArgumentError, JudgeblenderError, require
 from .evaluate.experiment import DEFAULT_CORRECTION, ExperimentInputs, Seed, experiment_table
 from .evaluate.scope import DEFAULT_SCOPE, Columns, check_scope, query_set, scored_columns
 from .label.merge import HUMAN
+from .notes import note as say
 from .pairs.pool import PoolPair, exclude_judged, pool_runs
 from .pairs.qrels import Qrels
 from .pairs.runs import Run
@@ -132,6 +133,24 @@ class Filled:
     @property
     def llm(self) -> Qrels:
         return self.columns.llm
+
+    def counts(self) -> dict[str, int]:
+        """pooled, holes, filled (pairs of the scope labelled by the LLM in the filled labels) and
+        filled_holes (of them, holes of the pool): with the default scope, 'labels', filled counts
+        every pair the LLM labels cover that people did not label, so it may exceed the holes."""
+        holes = {(p.qid, p.docid) for p in self.holes}
+        by_llm = [pair for pair, source in self.provenance.items() if source != HUMAN]
+        return {"pooled": len(self.pool), "holes": len(holes), "filled": len(by_llm),
+                "filled_holes": sum(pair in holes for pair in by_llm)}
+
+    def counts_note(self, scope: str) -> str | None:
+        """The note saying why more pairs were filled than the pool has holes, or None."""
+        c = self.counts()
+        if c["filled"] == c["filled_holes"]:
+            return None
+        return (f"{c['filled']} pairs filled by the LLM labels, {c['filled_holes']} of them among the {c['holes']} "
+                f"holes of the {c['pooled']} pooled pairs: the scope {scope!r} fills every pair the LLM labels "
+                "cover that people did not label, not only the pool's holes (the scope 'pool' fills those only)")
 
     def frame(self, docid: str = "docid"):
         """A DataFrame qid, `docid`, label (int), provenance, in the qrels' order; attrs hold the
@@ -243,7 +262,7 @@ def fill(runs: Sequence[Run], queries: Mapping[str, str], *, qrels: Qrels | None
     if counted.note():
         notes.append(counted.note())
     for note in notes:
-        log.warning("note: %s", note)
+        say(log, note)
     return Filled(columns, pool, holes, invalid, asked is pool or not human, notes)
 
 
@@ -305,6 +324,9 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
                               columns.llm_complete, pool_judged=filled.pool_judged, scope=scope)
     table = experiment_table(inputs, measures, k=k, baseline=baseline, correction=correction, seed=seed_arg,
                              confidence=confidence)
-    table.attrs.update({"holes": len(filled.holes), "filled": len(llm_sources), "invalid": len(filled.invalid),
-                        **columns.summary(), "notes": list(filled.notes) + table.attrs.get("notes", [])})
+    counted = filled.counts_note(scope)
+    for note in ([counted] if counted else []) + table.attrs.get("notes", []):  # fill logged its own
+        say(log, note)
+    table.attrs.update({**filled.counts(), "invalid": len(filled.invalid), **columns.summary(),
+                        "notes": list(filled.notes) + ([counted] if counted else []) + table.attrs.get("notes", [])})
     return table

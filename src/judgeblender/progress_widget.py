@@ -19,6 +19,8 @@ import logging
 import sys
 import time
 
+from .notes import note
+
 log = logging.getLogger("judgeblender.progress")
 
 REDRAW_S = 0.1
@@ -43,10 +45,8 @@ def widget_reporter() -> "WidgetReporter | None":
     try:
         import ipywidgets  # noqa: F401
     except ImportError:
-        if not getattr(widget_reporter, "noted", False):
-            widget_reporter.noted = True  # type: ignore[attr-defined]
-            log.warning("note: progress in a notebook needs ipywidgets (pip install 'judgeblender[notebook]'); "
-                        "showing the text bar")
+        note(log, "progress in a notebook needs ipywidgets (pip install 'judgeblender[notebook]'); "
+                  "showing the text bar")
         return None
     return WidgetReporter()
 

@@ -76,20 +76,20 @@ class Judge(pt.Transformer):
             raise JudgeblenderError("Judge needs the passage texts: a text column (pt.text.get_text) or corpus=")
         run = judge(frame, self.panel, corpus=None if "passage" in df.columns else corpus, store=self.store)
         keys = list(zip(df["qid"].astype(str), df["docid"].astype(str)))
-        blended = run.blend(self.blend).set_index(["qid", "docid"])["label"]
+        blended = run.blend(self.blend).set_index(["qid", convert.DOCNO])["label"]
         labels = run.labels
         valid = labels[labels["valid"]]
         # a generated answer is one label: its expected value is that label (logprobs give a distribution)
-        expected = valid["expected"].fillna(valid["label"].astype(float)).groupby([valid["qid"], valid["docid"]]).mean()
+        expected = valid["expected"].fillna(valid["label"].astype(float)).groupby([valid["qid"], valid[convert.DOCNO]]).mean()
         reasons = labels.dropna(subset=["reason"]).assign(r=lambda t: t["judge"] + ": " + t["reason"].astype(str))
-        reason = reasons.groupby(["qid", "docid"])["r"].agg("; ".join)
+        reason = reasons.groupby(["qid", convert.DOCNO])["r"].agg("; ".join)
         out["jb_label"] = pd.array([blended.get(k, pd.NA) for k in keys], dtype="Int64")
         out["jb_expected"] = [float(expected.get(k, float("nan"))) for k in keys]
         out["jb_valid"] = out["jb_label"].notna().to_numpy()
         out["jb_reason"] = [reason.get(k) for k in keys]
         if self.members:
             for jid, mine in labels.groupby("judge", sort=False):
-                per = mine.set_index(["qid", "docid"])["label"]
+                per = mine.set_index(["qid", convert.DOCNO])["label"]
                 out[f"jb_label.{jid}"] = pd.array([per.get(k, pd.NA) for k in keys], dtype="Int64")
         if self.rerank:
             out["score"] = out["jb_expected"]

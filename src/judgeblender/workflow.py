@@ -32,7 +32,7 @@ from .holes import experiment as _experiment
 from .holes import fill as _fill
 from .evaluate.scope import DEFAULT_SCOPE, check_scope
 from .holes import given_labels, pooling, system_runs, topic_texts
-from .label.merge import HUMAN
+from .notes import note as say
 from .pairs import pool_pairs, write_pairs
 from .pairs.design import design_path_for, draw_seed, write_design
 
@@ -175,13 +175,22 @@ def fill(systems: Any, topics: Any, *, qrels: Any, corpus: Any = None, judges: A
     (`jb.find_holes`); `judges` label them (through `store`), or `llm_labels` gives labels already
     made. A human label always wins, as `judgeblender fill` merges. Pairs left without a valid
     label stay out, counted in a note (logged, and in `attrs["notes"]`). `scope` (evaluate/scope.py):
-    'labels' (default) keeps every labelled pair, 'pool' the systems' pooled pairs only; attrs say
-    the scope and the topics that did not count. This is `judgeblender.pyterrier.fill_qrels`
+    'labels' (default) keeps every labelled pair, so it fills every pair the LLM labels cover that
+    people did not label, not only the pool's holes; 'pool' the systems' pooled pairs only, so it
+    fills the holes alone. attrs say the scope, the topics that did not count, and the counts:
+    pooled, holes, filled (pairs labelled by the LLM in the frame) and filled_holes (of them, holes),
+    with a note where filled is not filled_holes. This is `judgeblender.pyterrier.fill_qrels`
     without PyTerrier: `pt.Experiment` runs on the frame and gives jb.experiment's filled column."""
     *_, filled = _filled(systems, topics, qrels=qrels, corpus=corpus, judges=judges, llm_labels=llm_labels,
                          prompt=prompt, mode=mode, options=options, store=store, blend=blend, k=k, names=names,
                          human_needed=True, scope=scope)
-    return filled.frame(docid="docno")
+    frame = filled.frame(docid="docno")
+    note = filled.counts_note(scope)
+    if note:  # more filled than holes: the default says why, once, in words
+        frame.attrs["notes"].append(note)
+        say(log, note)
+    frame.attrs.update(filled.counts())
+    return frame
 
 
 # the experiment's settings that a per-query row cannot carry: each is about a whole system
@@ -229,9 +238,8 @@ def _perquery(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = Non
                              float((human_pq[m] if human_pq is not None else nan)[i, j]),
                              float((llm_pq[m] if llm_pq is not None else nan)[i, j])))
     table = pd.DataFrame(rows, columns=["name", "qid", "measure", "value", "human", "llm"])
-    llm_pairs = sum(s != HUMAN for s in filled.provenance.values())
-    table.attrs.update({"k": k, "holes": len(filled.holes), "filled": llm_pairs, "invalid": len(filled.invalid),
-                        **columns.summary(), "notes": list(filled.notes)})
+    table.attrs.update({"k": k, **filled.counts(), "invalid": len(filled.invalid), **columns.summary(),
+                        "notes": list(filled.notes)})
     return table
 
 
@@ -310,7 +318,7 @@ def estimate(systems: Any, topics: Any = None, *, llm_labels: Any, seed: Any, de
     table.attrs.update({"method": dict(result.method), "notes": list(result.notes),
                         "differences": [p.to_dict() for p in result.pairs]})
     for note in result.notes:
-        log.warning("note: %s", note)
+        say(log, note)
     return table
 
 
@@ -365,14 +373,14 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
         sources[name] = _labels_name(labels, argument)
     human_seed, seed_name = _seed(seed_qrels, design, "seed_qrels") if seed_qrels is not None else (None, None)
     runs = system_runs(systems, topics, names)
-    inputs = ReportInputs(gold=_labels_name(gold, "gold"), preds=list(preds), runs_dir="systems", groups=groups,
+    inputs = ReportInputs(gold=_labels_name(gold, "gold="), preds=list(preds), runs_dir="systems=", groups=groups,
                           store=store, bootstrap=bootstrap, seed=seed, min_judged=min_judged, title=title,
                           seed_qrels=seed_name, design=design, confidence=confidence,
-                          calibration_seed=calibration_seed, scope=scope, depth=depth)
+                          calibration_seed=calibration_seed, scope=scope, depth=depth, cli=False)
     data = build_report(inputs, out, ReportLabels(gold_qrels, preds, sources, runs, human_seed))
     for warning in data.warnings:
         log.warning("%s", warning)
     for name, result in data.estimates.items():
         if isinstance(result, str):
-            log.warning("note: %s: no seed estimate: %s", name, result)
+            say(log, f"{name}: no seed estimate: {result}")
     return Path(out)

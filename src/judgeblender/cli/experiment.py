@@ -65,29 +65,55 @@ def register(app: typer.Typer) -> None:
         _print(table, summary, depth)
 
 
+# The table's columns as the command prints them: (column, heading); a column the table lacks
+# (no baseline, no seed) is left out. The same columns as jb.experiment's: each PPI++ interval is
+# folded into its estimate's cell, the raw p into the adjusted one (--json has both), and
+# ppi_significant into the verdict that says why.
+_SHOWN = (("human", "human"), ("filled", "filled"), ("llm", "llm"), ("judged@{k}", "judged"),
+          ("filled_pairs", "by LLM"), ("unlabelled", "no label"), ("delta", "delta"), ("p_adjusted", "p"), ("significant", "sig"),
+          ("human_pool", "human (pool)"), ("ppi", "PPI++ [CI]"), ("ppi_delta", "PPI++ delta [CI]"),
+          ("ppi_p_holm", "PPI++ p"), ("ppi_verdict", "PPI++ verdict"))
+
+
+def _cell(r: dict, col: str) -> str:
+    value = r.get(col)
+    if col in ("ppi", "ppi_delta"):
+        return "" if _missing(value) else f"{fmt_number(value)} [{fmt_number(r[col + '_low'])}, " \
+                                          f"{fmt_number(r[col + '_high'])}]"
+    if col == "significant":
+        return "yes" if value else "no"
+    if col in ("filled_pairs", "unlabelled", "ppi_verdict"):
+        return "" if _missing(value) else str(value)
+    return fmt_number(value)
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def _print(table, s: dict, k: int) -> None:
+    """One table per measure, the systems in the order of the first measure's filled score (best
+    first), with the columns jb.experiment returns; the caption says each column's pairs
+    (attrs["columns"], the one wording of them)."""
+    first = table[table["measure"] == table["measure"].iloc[0]]
+    order = {name: i for i, name in enumerate(first.sort_values("filled", ascending=False, kind="stable")["system"])}
+    shown = [(c.format(k=k), h) for c, h in _SHOWN if c.format(k=k) in table.columns]
+    words = s.get("columns", {})
     for measure, rows in table.groupby("measure", sort=False):
+        rows = rows.sort_values("system", key=lambda names: names.map(order), kind="stable")
         t = Table(title=Text(f"{measure} over {s['queries']} queries (top {k} pooled; "
-                             f"{describe_scope(s['scope'], k)})"),
-                  caption=Text("Over the scope's pairs: human: the human labels alone (a hole counts as not "
-                               "relevant); filled: human labels, LLM labels in the holes; llm: the LLM labels alone; "
-                               "judged: Judged@k under the human labels; by LLM: top-k pairs the LLM labelled"
-                               + (f"; p: paired t-test against {s['baseline']} on the filled labels, {s['correction']}"
-                                  f"-corrected" if s["baseline"] else "")
-                               + (f"; PPI++: {s['confidence']:.0%} interval from the seed" if "ppi" in rows else "")))
+                             f"{describe_scope(s['scope'], k)}), best {table['measure'].iloc[0]} filled first"))
         t.add_column("system", overflow="fold", min_width=10)
-        cols = ["human", "filled", "llm", f"judged@{k}", "filled_pairs"] + (["delta", "p_adjusted"] if s["baseline"] else [])
-        for col in cols:
-            t.add_column({"filled_pairs": "by LLM", "p_adjusted": "p", f"judged@{k}": "judged"}.get(col, col), justify="right")
-        if "ppi" in rows:
-            t.add_column("PPI++", justify="right")
+        for _, heading in shown:
+            t.add_column(heading, justify="right")
         for r in rows.to_dict(orient="records"):
-            cells = [str(r[c]) if c == "filled_pairs" else fmt_number(r[c]) for c in cols]
-            if "ppi" in rows:
-                cells.append(f"{fmt_number(r['ppi'])} ± {fmt_number((r['ppi_high'] - r['ppi_low']) / 2)}")
-            t.add_row(Text(r["system"]), *cells)
+            t.add_row(Text(r["system"]), *(_cell(r, c) for c, _ in shown))
         console.print(t)
-    console.print(f"{s['holes']} holes in the pool, {s['invalid']} pooled pairs without a valid LLM label; "
-                  f"{s['filled']} pairs of the scope filled by the LLM", markup=False)
+    for col, heading in shown:  # the tables' caption, once: what each column is and over which pairs
+        if col in words:
+            console.print(f"{heading}: {words[col]}", markup=False)
+    console.print(f"{s['holes']} holes in the {s['pooled']} pooled pairs, {s['invalid']} pooled pairs without a "
+                  f"valid LLM label; {s['filled']} pairs of the scope filled by the LLM, {s['filled_holes']} of them "
+                  "holes", markup=False)
     for note in s["notes"]:
         console.print(f"note: {note}", markup=False)

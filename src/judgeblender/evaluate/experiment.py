@@ -25,7 +25,7 @@ from ..pairs.runs import Run
 from .estimate import estimate_with_seed, holm
 from .leaderboard import RunSet, evaluate_runs, parse_measures
 from .intervals import CONFIDENCE
-from .scope import DEFAULT_SCOPE
+from .scope import DEFAULT_SCOPE, by_query, describe_scope, pool_of, restrict
 
 CORRECTIONS = ("holm", "bonferroni", "none")
 # The default of pt.Experiment's `correction=` is none; a table that tests every system against a
@@ -101,8 +101,10 @@ def experiment_table(inputs: ExperimentInputs, measures: Sequence, *, k: int = 1
     """One row per (system, measure); see the module docstring. Columns: system, measure, human,
     filled, llm, judged (Judged@k under the human labels), filled_pairs (top-k pairs labelled by the
     LLM), unlabelled (top-k pairs without any label); with a baseline: delta (filled labels), p,
-    p_adjusted, significant; with a seed: ppi, ppi_low, ppi_high, and against the baseline
-    ppi_delta, ppi_delta_low, ppi_delta_high, ppi_p_holm, ppi_significant."""
+    p_adjusted, significant; with a seed: human_pool (the human score over the pooled pairs, which
+    ppi estimates), ppi, ppi_low, ppi_high, and against the baseline ppi_delta, ppi_delta_low,
+    ppi_delta_high, ppi_p_holm, ppi_significant, ppi_verdict (why a flag is False beside a small p:
+    Cochran's rule, with a note). attrs["columns"] says what each column is and over which pairs."""
     import pandas as pd
 
     arguments.confidence(confidence)
@@ -126,6 +128,12 @@ def experiment_table(inputs: ExperimentInputs, measures: Sequence, *, k: int = 1
     b = names.index(baseline) if baseline is not None else None
     notes: list[str] = []
     estimates = _seed_estimates(inputs, runs, parsed, seed, confidence, baseline, k, notes) if seed is not None else {}
+    if seed is not None and inputs.human is not None:  # what the PPI++ interval estimates, shown beside it
+        pooled = restrict(inputs.human, by_query(pool_of(runs, k, inputs.population)))
+        human_pool = evaluate_runs(runset, pooled, parsed)
+        for m in map(str, parsed):
+            for i, run in enumerate(names):
+                estimates[(run, m)] = {"human_pool": float(human_pool[m][i].mean()), **estimates.get((run, m), {})}
     rows = []
     for m in parsed:
         name = str(m)
@@ -147,8 +155,44 @@ def experiment_table(inputs: ExperimentInputs, measures: Sequence, *, k: int = 1
     table = pd.DataFrame(rows)
     table.attrs.update({"queries": len(inputs.population), "k": k, "confidence": confidence,
                         "correction": (correction or "none") if b is not None else None, "baseline": baseline,
-                        "scope": inputs.scope, "notes": notes})
+                        "scope": inputs.scope, "notes": notes,
+                        "columns": column_scopes(table.columns, inputs.scope, k, confidence, correction, baseline)})
     return table
+
+
+def column_scopes(columns, scope: str, k: int, confidence: float, correction: str | None,
+                  baseline: str | None) -> dict[str, str]:
+    """{column: what it is and over which pairs}: the table's caption, in `attrs["columns"]`, so that
+    no figure is read against the wrong truth (human, filled and llm are over the scope's pairs; the
+    PPI++ columns estimate the human score over the pooled pairs, whatever the scope)."""
+    over = describe_scope(scope, k)
+    pooled = f"the pooled pairs of the systems' top {k}"
+    words = {
+        "human": f"score under the human labels alone ({over}; a pair without a human label counts as not relevant)",
+        "filled": f"score under the human labels, LLM labels where people gave none ({over})",
+        "llm": f"score under the LLM labels alone ({over})",
+        f"judged@{k}": f"Judged@{k} under the human labels: share of each system's top {k} people labelled "
+                       "(ties at rank k broken as trec_eval does: docs/api.md)",
+        "filled_pairs": f"pairs of the system's top {k} labelled by the LLM in the filled labels",
+        "unlabelled": f"pairs of the system's top {k} without any label",
+        "delta": f"filled minus {baseline}'s filled",
+        "p": f"two-sided paired t-test of filled against {baseline} over the queries",
+        "p_adjusted": f"p adjusted for the other systems ({correction or 'none'})",
+        "significant": f"p_adjusted < {1 - confidence:.2g}",
+        "human_pool": f"score under the human labels over {pooled} (a hole counts as not relevant): the quantity "
+                      "ppi estimates, exactly so where people labelled every pooled pair",
+        "ppi": f"PPI++ estimate, from the seed and the LLM labels, of the human score over {pooled} (human_pool)",
+        "ppi_low": f"{confidence:.0%} interval of ppi, low end (targets human_pool's quantity, not human)",
+        "ppi_high": f"{confidence:.0%} interval of ppi, high end",
+        "ppi_delta": f"PPI++ estimate of the human score's difference from {baseline}, over {pooled}",
+        "ppi_delta_low": f"{confidence:.0%} interval of ppi_delta, low end",
+        "ppi_delta_high": f"{confidence:.0%} interval of ppi_delta, high end",
+        "ppi_p_holm": "p of ppi_delta, Holm-adjusted over the other systems",
+        "ppi_significant": f"ppi_p_holm < {1 - confidence:.2g} and the test was made (ppi_verdict)",
+        "ppi_verdict": "significant, not significant, or not tested: the seed fails Cochran's rule "
+                       "(n > 25 g1^2) for this difference, so its normal approximation is not trusted",
+    }
+    return {c: words[c] for c in columns if c in words}
 
 
 def _seed_estimates(inputs: ExperimentInputs, runs: list[Run], measures: list, seed: Seed, confidence: float,
@@ -179,7 +223,23 @@ def _seed_estimates(inputs: ExperimentInputs, runs: list[Run], measures: list, s
                 lo, hi = (pe.ci_low, pe.ci_high) if sign > 0 else (-pe.ci_high, -pe.ci_low)
                 against.append((other, sign * pe.difference, lo, hi, pe.p, pe.normal_ok))
         p_holm = holm(np.array([a[4] for a in against]))
+        untested = []
         for (other, diff, lo, hi, _, ok), ph in zip(against, p_holm):
+            verdict = (NOT_TESTED if not ok else "significant" if ph < alpha else "not significant")
             out[(other, measure)].update({"ppi_delta": diff, "ppi_delta_low": lo, "ppi_delta_high": hi,
-                                          "ppi_p_holm": float(ph), "ppi_significant": bool(ph < alpha and ok)})
+                                          "ppi_p_holm": float(ph), "ppi_significant": bool(ph < alpha and ok),
+                                          "ppi_verdict": verdict})
+            if not ok:
+                untested.append(other)
+        if untested:
+            notes.append(f"{measure}: {len(untested)} system(s) not tested against {baseline} with PPI++, "
+                         f"{NOT_TESTED_WHY.format(n=result.method['seed_queries'])}, so ppi_significant is False "
+                         f"whatever ppi_p_holm says (ppi_verdict): {', '.join(untested)}")
     return out
+
+
+# A difference whose seed fails Cochran's rule is not tested (evaluate/estimate.py): said so, in the
+# table's ppi_verdict and in the report's order matrix, apart from a difference found not significant.
+NOT_TESTED = "not tested: Cochran's rule"
+NOT_TESTED_WHY = ("the {n} seed queries are too few for Cochran's rule (n > 25 g1^2, g1 the skewness of the "
+                  "per-query differences) to trust the normal approximation")

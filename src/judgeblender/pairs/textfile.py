@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import InputError
+from ..notes import note
 
 GZIP_MAGIC = b"\x1f\x8b"
 log = logging.getLogger("judgeblender.inputs")
@@ -38,7 +39,7 @@ def report_repair(path: str | Path, what: str, lines: list, unit: str = "line", 
         return
     count = len(lines) if count is None else count
     first = f"{unit} {lines[0]}" + (f", {count - 1} more" if count > 1 else "")
-    log.warning("note: %s: %s (%s)", path, what, first)
+    note(log, f"{path}: {what} ({first})")
 
 
 def clean_text(text: str) -> tuple[str, bool]:

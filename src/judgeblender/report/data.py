@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..arguments import spoken
 from ..errors import InputError, JudgeblenderError
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
 from ..evaluate.bias import GroupBias, read_groups, report_bias
@@ -54,6 +55,8 @@ class HumanBasis:
     statement: str  # "Computed on ...", shown in each section it governs
     short: str  # the same in a few words, for the report's header
     dropped: dict[str, str] = field(default_factory=dict)  # qid -> why it is not among `queries`
+    # the queries judged enough (the rest are `dropped`): `queries` unless the seed stands in (ppi)
+    judged: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -73,6 +76,12 @@ class ReportInputs:
     calibration_seed: Path | None = None  # the seed the panel was calibrated on: overlaps are warned about
     scope: str = DEFAULT_SCOPE  # the pairs every label file is read on (evaluate/scope.py)
     depth: int = DEFAULT_DEPTH  # the pool's depth, for scope pool and for a seed drawn from the pool
+    cli: bool = True  # written by the command (the page names its flags), else by jb.write_report (its arguments)
+
+    def spoken(self, argument: str) -> str:
+        """How the page names one of its inputs: `--seed-qrels` for the command, `seed_qrels=` from Python."""
+        return spoken(argument, self.cli)
+
 
 
 @dataclass
@@ -107,6 +116,7 @@ class ReportData:
     runs: list[str]
     groups: dict[str, str]
     groups_note: str
+    groups_guessed: bool  # no groups were given: the families are guessed from the run names
     agreements: list[AgreementReport]
     correlations: list[CorrelationReport]  # predictions outermost, then LEADERBOARD_MEASURES
     judged: dict[str, list[float]]  # "human" and each prediction -> Judged@10 per run (basis queries)
@@ -163,9 +173,11 @@ def collect(inputs: ReportInputs, labels: ReportLabels | None = None) -> ReportD
             notes.append(f"{len(unknown)} run(s) named in {named_in} are not in {inputs.runs_dir}: "
                          + ", ".join(unknown[:5]))
         groups_note = f"System families from {named_in}."
+        guessed = False
     else:
         groups, folded = derive_families(run_names)
-        groups_note = ("No --groups file was given, so each run's family is derived from its name: the text "
+        guessed = True
+        groups_note = (f"No {inputs.spoken('groups')} was given, so each run's family is guessed from its name: the text "
                        "before the first '-', '_' or '.', trailing digits dropped.")
         if folded:
             groups_note += f" To keep colours distinct, the smaller families {', '.join(folded)} are shown as 'other'."
@@ -175,9 +187,12 @@ def collect(inputs: ReportInputs, labels: ReportLabels | None = None) -> ReportD
     restricted = sorted({r.method["restricted"] for r in estimates.values()
                          if not isinstance(r, str) and r.method.get("restricted")})
     scoped += restricted  # one line each: a label file read on the pool the seed was drawn from
-    basis = human_basis(gold, runs, estimates, inputs.min_judged, candidates=agreed_candidates)
-    if basis.dropped:
-        scoped.append(f"human leaderboards: {QuerySet(basis.queries, basis.dropped).note()}")
+    basis = human_basis(gold, runs, estimates, inputs.min_judged, candidates=agreed_candidates,
+                         cli=inputs.cli)
+    if basis.dropped:  # counted as the sections count them: the queries judged enough, and the others
+        instead = f"; the human leaderboards are PPI++ estimates on all {basis.gold_queries} queries instead" \
+            if basis.kind == PPI else ""
+        scoped.append(f"human leaderboards: {QuerySet(basis.judged, basis.dropped).note()}{instead}")
     if basis.kind == PPI:
         correlations = ppi_correlations(estimates)
     elif basis.kind == NO_BASIS:
@@ -194,7 +209,8 @@ def collect(inputs: ReportInputs, labels: ReportLabels | None = None) -> ReportD
     return ReportData(
         inputs=inputs, gold_pairs=qrels_size(gold), gold_queries=len(gold),
         pred_pairs={name: qrels_size(q) for name, q in preds.items()}, runs=run_names, groups=groups,
-        groups_note=groups_note, agreements=agreements, correlations=correlations, judged=judged, basis=basis,
+        groups_note=groups_note, groups_guessed=guessed, agreements=agreements, correlations=correlations,
+        judged=judged, basis=basis,
         biases=[(r, report_bias(r, groups)) for r in correlations],
         methods={name: method_table(runs, q) for name, q in preds.items()},
         store=read_store_summary(inputs.store) if inputs.store else None, notes=notes,
@@ -203,10 +219,14 @@ def collect(inputs: ReportInputs, labels: ReportLabels | None = None) -> ReportD
 
 
 def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | str],
-                min_judged: float = DEFAULT_MIN_JUDGED, candidates: list[str] | None = None) -> HumanBasis:
+                min_judged: float = DEFAULT_MIN_JUDGED, candidates: list[str] | None = None,
+                cli: bool = True) -> HumanBasis:
     """Where the human-side figures mean something: the queries whose human labels judge at least
     `min_judged` of the runs' top 10 (evaluate/scope.py's query_set, as `correlate` chooses them),
-    else the seed's PPI++ estimates, else nowhere (see HumanBasis)."""
+    else the seed's PPI++ estimates, else nowhere (see HumanBasis). `cli`: the page names the seed by
+    the command's flag, else by jb.write_report's argument."""
+    seed_flag = spoken("seed_qrels", cli)
+    drawing = "pool --sample-queries" if cli else "jb.sample_seed(queries=...)"
     queries = sorted(q for q, docs in gold.items() if docs)
     counted = query_set(gold, candidates=candidates, runs=runs, depth=DEPTH, min_judged=min_judged)
     judged = sorted(counted.queries)
@@ -221,20 +241,20 @@ def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | st
         if every:
             return HumanBasis(COMPLETE, judged, n, f"Computed on all {n} queries the human labels cover, each fully "
                               f"judged (every document in every run's top {DEPTH} labelled).",
-                              f"on all {n} queries, each fully judged.", dropped)
+                              f"on all {n} queries, each fully judged.", dropped, judged)
         holes = [q for q in judged if q not in fully]
         return HumanBasis(COMPLETE, judged, n, f"Computed on all {n} queries the human labels cover, each {enough}; "
                           f"on {len(holes)} of them ({', '.join(holes[:5])}{' ...' if len(holes) > 5 else ''}) a "
                           f"run's top {DEPTH} has an unlabelled document, scored as not relevant.",
-                          f"on all {n} queries, each {enough}.", dropped)
+                          f"on all {n} queries, each {enough}.", dropped, judged)
     if fitted and len(judged) < fitted[0].method["seed_queries"]:
         m = fitted[0].method
         seed = (f"{m['seed_pairs']} seed pairs over {m['seed_queries']} queries" if "seed_pairs" in m
                 else f"{m['seed_queries']} seed queries")
-        return HumanBasis(PPI, [], n, f"Computed from the PPI++ estimates of the human scores (--seed-qrels: {seed} "
+        return HumanBasis(PPI, [], n, f"Computed from the PPI++ estimates of the human scores ({seed_flag}: {seed} "
                           f"of {m['queries']}; LLM labels on every query), since {few} queries the human labels "
                           f"cover have at least {min_judged:.0%} of the runs' top {DEPTH} labelled.",
-                          "PPI++ estimates from the --seed-qrels seed (too few judged queries).", dropped)
+                          f"PPI++ estimates from the {seed_flag} seed (too few judged queries).", dropped, judged)
     if judged:
         kind = (f"{len(judged)} fully judged queries of {n} (every document in every run's top {DEPTH} labelled)"
                 if every else f"{len(judged)} queries of {n}, each {enough}")
@@ -242,14 +262,14 @@ def human_basis(gold: dict, runs: list, estimates: dict[str, EstimateResult | st
                           + ("the other query has" if n - len(judged) == 1 else f"the other {n - len(judged)} have")
                           + " fewer labels there, and a leaderboard would score the unlabelled documents as "
                             "irrelevant.",
-                          f"on the {len(judged)} {'fully judged' if every else 'judged'} queries of {n}.", dropped)
+                          f"on the {len(judged)} {'fully judged' if every else 'judged'} queries of {n}.", dropped, judged)
     return HumanBasis(NO_BASIS, [], n, f"Not computed: none of the {n} queries the human labels cover has at least "
                       f"{min_judged:.0%} of the runs' top {DEPTH} labelled, "
                       "so a human leaderboard would score unlabelled documents as irrelevant and every difference "
-                      "from it would be an artefact of the holes. Give --seed-qrels (a seed of whole queries drawn "
-                      "at random: pool --sample-queries, then label it) for PPI++ estimates of the human "
+                      f"from it would be an artefact of the holes. Give {seed_flag} (a seed of whole queries drawn "
+                      f"at random: {drawing}, then label it) for PPI++ estimates of the human "
                       "leaderboard.",
-                      "not computed: no query is judged enough (see below).", dropped)
+                      "not computed: no query is judged enough (see below).", dropped, judged)
 
 
 def ppi_correlations(estimates: dict[str, EstimateResult | str]) -> list[CorrelationReport]:

@@ -36,7 +36,7 @@ table.matrix { font-size: 12px; }
 table.matrix th, table.matrix td { padding: 1px 4px; text-align: center; }
 table.matrix th.l { text-align: left; }
 table.matrix td.self { background: #eceff1; }
-.up { color: #2e7d32; } .down { color: #c62828; } .none { color: #9aa0a6; }
+.up { color: #2e7d32; } .down { color: #c62828; } .none { color: #9aa0a6; } .untested { color: #b26a00; }
 p.legend { font-size: 12px; color: #454b55; max-width: 1000px; }
 """
 

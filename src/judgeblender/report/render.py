@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from html import escape
 
 from .. import __version__
 from ..evaluate.agreement import LEVELS
 from ..evaluate.bias import leaderboard_ranks, leaderboard_scatter
+from ..evaluate.experiment import NOT_TESTED
 from ..evaluate.intervals import difference_range, measure_range
 from ..evaluate.svgplot import grid_svg
 from .data import NO_BASIS, PPI, ReportData
@@ -84,6 +86,11 @@ def _confusion(d: ReportData) -> str:
             f'the row.</p><div class="plots">{svgs}</div>{acc}')
 
 
+def _family_head(d: ReportData) -> str:
+    """A family column's heading: said to be guessed when no groups were given (report/families.py)."""
+    return "family (guessed from the name)" if d.groups_guessed else "family"
+
+
 def _human_basis(d: ReportData) -> str:
     """The statement of what a human-side section is computed on (a warning when nothing)."""
     return basis(d.basis.statement, warn=d.basis.kind == NO_BASIS)
@@ -102,7 +109,7 @@ def _correlation(d: ReportData) -> str:
                    "it orders are in the PPI++ section).")
     else:
         ci_note = (f"[lo, hi]: {level} bootstrap interval over queries ({first.bootstrap} samples, "
-                   f"seed {d.inputs.seed})." if first.bootstrap else "No bootstrap intervals (--bootstrap 0).")
+                   f"seed {d.inputs.seed})." if first.bootstrap else f"No bootstrap intervals ({d.inputs.spoken('bootstrap')} 0).")
     cap = (f"{first.n_runs} runs, {first.n_queries} queries. tau: Kendall's tau-b; rho: Spearman's; tau_AP: "
            f"top-weighted, the human leaderboard as reference. {ci_note} R@10 is ir_measures' recall with a label "
            ">= 1 counting as relevant; AP uses label >= 2.")
@@ -127,7 +134,8 @@ def _leaderboard(d: ReportData) -> str:
         measures = list(by_measure)
         first = by_measure[measures[0]]
         judged = [] if ppi else ["Judged@10"]
-        head = ('<thead><tr><th class="l" rowspan="2">run</th><th class="l" rowspan="2">family</th>'
+        head = ('<thead><tr><th class="l" rowspan="2">run</th>'
+                f'<th class="l" rowspan="2">{_family_head(d)}</th>'
                 + "".join(f'<th colspan="2">{escape(m)}</th>' for m in measures + judged)
                 + f'<th colspan="2">rank by {escape(measures[0])}</th></tr><tr>'
                 + f"<th>{human}</th><th>LLM</th>" * (len(measures) + len(judged) + 1) + "</tr></thead>")
@@ -163,7 +171,7 @@ def _estimate(d: ReportData) -> str:
     out = []
     if fitted:
         m = fitted[0].method
-        out.append(basis(f"Computed on {_seed_words(m)} of {m['queries']} (--seed-qrels) and the LLM labels on "
+        out.append(basis(f"Computed on {_seed_words(m)} of {m['queries']} ({d.inputs.spoken('seed_qrels')}) and the LLM labels on "
                          f"all {m['queries']} queries."))
     out.append(f"<p>The human seed <code>{escape(str(d.inputs.seed_qrels))}</code> corrects each LLM label file's "
                "leaderboard (prediction-powered inference, as <code>judgeblender estimate</code>; docs/estimation.md): "
@@ -189,7 +197,7 @@ def _estimate(d: ReportData) -> str:
                    "(biased when the judge is); lambda: the weight of the LLM scores. *: fails Cochran's rule on the "
                    f"seed, a less trustworthy interval. Estimated: {m['estimand']}. Method: {m['estimator']}. "
                    f"Design: {m['design']}.")
-            out.append(table(["run", "family", f"PPI++ {measure} [{conf:.0%} CI]", f"human-only [{conf:.0%} CI]",
+            out.append(table(["run", _family_head(d), f"PPI++ {measure} [{conf:.0%} CI]", f"human-only [{conf:.0%} CI]",
                               "LLM-only", "lambda"], rows, cap, left=2, raw_cells=True))
             out.append(_orderings([r.run for r in runs], [p for p in result.pairs if p.measure == measure], measure,
                                   conf))
@@ -222,7 +230,8 @@ def _orderings(runs: list[str], pairs: list, measure: str, conf: float) -> str:
             diff = sign * p.difference
             lo, hi = sorted((sign * p.ci_low_bonferroni, sign * p.ci_high_bonferroni))
             mark, cls = ("&#9650;", "up") if p.significant and diff > 0 else (
-                ("&#9660;", "down") if p.significant else ("&middot;", "none"))
+                ("&#9660;", "down") if p.significant else ("?", "untested") if not p.normal_ok
+                else ("&middot;", "none"))
             title = (f"{a} - {b}: {diff:+.3f}, {conf:.0%} Bonferroni interval (all pairs at once) "
                      f"[{lo:.3f}, {hi:.3f}], Holm p {p.p_holm:.2g}")
             lo_b, hi_b = bounds or ("", "")
@@ -231,12 +240,16 @@ def _orderings(runs: list[str], pairs: list, measure: str, conf: float) -> str:
         rows.append("<tr>" + "".join(cells) + "</tr>")
     legend = (f'<p class="legend"><span class="up">&#9650;</span> the row\'s run scores significantly higher than '
               f'the column\'s, <span class="down">&#9660;</span> lower, <span class="none">&middot;</span> not '
-              f"ordered (Holm's step-down over all {len(pairs)} pairs, family-wise error {1 - conf:.2g}; a pair "
-              "also needs its seed to pass Cochran's rule). Columns are numbered as the rows, in the order of the "
+              f"significant (Holm's step-down over all {len(pairs)} pairs, family-wise error {1 - conf:.2g}), "
+              f'<span class="untested">?</span> {NOT_TESTED}: the seed\'s per-query differences of the pair are '
+              "too skewed for its size (n > 25 g1^2 fails), so the test is not made whatever its p. Columns are "
+              "numbered as the rows, in the order of the "
               f"estimate. Hover a cell for the difference and its {conf:.0%} Bonferroni interval (all pairs at "
               "once); <code>judgeblender estimate --json</code> lists every pair.</p>")
+    untested = sum(not p.normal_ok for p in pairs)
     return (f'<p class="orderings">{escape(measure)}: <b>{sig} of {len(pairs)}</b> pairs of runs significantly '
-            f'ordered.</p><table class="matrix">{head}<tbody>{"".join(rows)}</tbody></table>{legend}')
+            f'ordered; {untested} {NOT_TESTED}.</p><table class="matrix">{head}<tbody>{"".join(rows)}</tbody>'
+            f"</table>{legend}")
 
 
 def _scatter(d: ReportData) -> str:
@@ -253,9 +266,15 @@ def _scatter(d: ReportData) -> str:
         for g in groups:
             rows.append([report.name, g.group, str(g.n_runs), f"{g.mean_score_diff:+.4f}", f"{g.mean_rank_shift:+.2f}"])
     human = "the PPI++ estimate of the human score" if d.basis.kind == PPI else "human score"
-    bias = table(["prediction", "family", "runs", "score diff", "rank shift"], rows,
-                 f"{shown[0]}. score diff: mean of (LLM score - {human}); rank shift: mean of (LLM rank - human "
-                 "rank), rank 1 = best, so > 0 means the LLM labels rank the family lower.", left=2)
+    sizes = Counter(d.groups.get(r, "(ungrouped)") for r in d.runs)
+    if max(sizes.values(), default=0) < 2:  # a family of one run is that run: its "bias" is its own error
+        bias = (f'<p class="bias-omitted">No table of bias by family: no family has two runs '
+                f"({len(sizes)} families{', guessed from the run names' if d.groups_guessed else ''}). Give "
+                f"{escape(d.inputs.spoken('groups'))} to group the runs.</p>")
+    else:
+        bias = table(["prediction", _family_head(d), "runs", "score diff", "rank shift"], rows,
+                     f"{shown[0]}. score diff: mean of (LLM score - {human}); rank shift: mean of (LLM rank - human "
+                     "rank), rank 1 = best, so > 0 means the LLM labels rank the family lower.", left=2)
     x = "the PPI++ estimate of its score under human labels" if d.basis.kind == PPI else "its score under human labels"
     return (f"{_human_basis(d)}<p>Each point is a run at ({x}, its score under LLM labels); points on the dashed line "
             f"score the same under both. {escape(d.groups_note)}</p>{svg}{bias}")
@@ -292,7 +311,7 @@ def _methods(d: ReportData) -> str:
 
 def _judges(d: ReportData) -> str:
     if d.store is None:
-        return basis("Not computed: no call store was given.") + "<p>No call store was given (<code>--store</code>), so invalid-output rates, cost and time are not shown.</p>"
+        return basis("Not computed: no call store was given.") + f"<p>No call store was given (<code>{d.inputs.spoken('store')}</code>), so invalid-output rates, cost and time are not shown.</p>"
     s = d.store
     judges = table(
         ["judge", "pairs", "invalid", "invalid rate", "most common reasons"],
