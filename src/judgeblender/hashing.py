@@ -24,6 +24,11 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of bytes (a downloaded file, checked before it is used)."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file's bytes (what `sha256sum` prints), read in 4 MiB blocks and
     remembered while the file's size and mtime are unchanged."""
