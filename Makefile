@@ -26,7 +26,7 @@ LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGG
 LLAMA_WHEELS := $(HOME)/.cache/judgeblender/wheels/llama-cpp-python-$(LLAMA_VERSION)-avx2-fma-f16c-bmi2
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install demo test test-fast test-opik browser bench clean
+.PHONY: install demo test test-fast test-opik browser bench clean notebook
 
 $(VENV)/.pip: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,12 @@ test: $(STAMP) browser
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not model"
+
+# docs/examples/dl19.ipynb run again and saved with its outputs, to commit after a change to what
+# it prints (tests/test_notebooks.py compares them). Data: JUDGEBLENDER_DATA's copy, else downloaded
+# once into the cache (jb.load_dataset). No prerequisite: it runs in the environment `install` made.
+notebook:
+	$(PY) scripts/run_notebook.py
 
 # The Opik adapter in its own venv (opik's dependencies would downgrade openai in .venv).
 test-opik:

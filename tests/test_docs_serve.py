@@ -95,6 +95,27 @@ def answer_from_dl19():
     return answer
 
 
+def test_the_page_starts_with_an_offline_judge_that_answers(tmp_path):
+    """The first example needs no model server, key or download (a scripted judge), and comes
+    before any `openai:MODEL`: every example of the page used to need both."""
+    text = DOC.read_text(encoding="utf-8")
+    offline = blocks("sh|bash")[0]
+    assert "scripted:" in offline and "openai:" not in offline
+    assert text.index(offline.splitlines()[0]) < text.index("openai:") and "llamacpp:default" in text[:text.index("openai:")]
+    write, start, curl = [line for line in offline.splitlines() if line.strip()]
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+           "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    subprocess.run(["bash", "-c", write], cwd=tmp_path, env=env, check=True, timeout=60)
+    server = Background(start, tmp_path, env)
+    try:
+        asked = subprocess.run(["bash", "-c", server.moved(curl)], cwd=tmp_path, capture_output=True, text=True,
+                               env=env, timeout=120)
+        results = json.loads(asked.stdout)["results"]
+        assert [(r["qid"], r["label"], r["valid"]) for r in results] == [("q1", 2, True)], asked
+    finally:
+        assert server.stop() == 0
+
+
 def test_every_example_of_docs_serve_md_runs(tmp_path):
     shell, python = blocks("sh|bash"), blocks("python")
     serve_lines = [line for block in shell for line in block.splitlines() if line.strip()]
@@ -121,7 +142,8 @@ def test_every_example_of_docs_serve_md_runs(tmp_path):
             return re.sub(r"(--base-url )URL\b", rf"\g<1>{upstream.base_url}", line)
 
         # the serve block: both commands start and answer; the curl line asks the first one
-        first, second, curl = [substituted(line) for line in shell[0].splitlines() if line.strip()]
+        served = next(b for b in shell if b.lstrip().startswith("judgeblender serve -j openai:"))
+        first, second, curl = [substituted(line) for line in served.splitlines() if line.strip()]
         one = Background(first, tmp_path, env)
         two = Background(second, tmp_path, env)
         try:
@@ -152,7 +174,8 @@ def test_every_example_of_docs_serve_md_runs(tmp_path):
             assert one.stop() == 0 and two.stop() == 0
 
         # the proxy block: the proxy starts, judge and the openai SDK are answered through it
-        lines = [line for line in shell[1].splitlines() if line.strip()]
+        lines = [line for line in next(b for b in shell if b.lstrip().startswith("judgeblender proxy")).splitlines()
+                 if line.strip()]
         proxy = Background(substituted(lines[0]).replace("http://127.0.0.1:8000/v1", upstream.base_url), tmp_path,
                            env)
         try:

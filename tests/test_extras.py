@@ -121,6 +121,23 @@ def test_the_notebook_extra_brings_a_kernel_widgets_and_nbclient():
     assert distributions - CORE <= EXTRAS["pyterrier"]
 
 
+# The front ends a user opens a notebook with, and the distribution that installs each command.
+FRONT_ENDS = {"jupyter-lab": "jupyterlab", "jupyter-notebook": "notebook", "jupyter-nbconvert": "nbconvert"}
+
+
+def test_the_notebook_extra_brings_a_jupyter_front_end():
+    """After `pip install -e ".[pyterrier,notebook]"`, `jupyter lab` answered "Jupyter command
+    `jupyter-lab` not found": the extra gave a kernel and nothing to open a notebook with. Each
+    command is a console script of a distribution the extra names, installed beside this Python
+    (where `jupyter`, which runs `jupyter-lab` for `jupyter lab`, looks first)."""
+    assert set(FRONT_ENDS.values()) <= EXTRAS["notebook"]
+    scripts = {ep.name: ep for ep in metadata.entry_points(group="console_scripts")}
+    for command, distribution in FRONT_ENDS.items():
+        assert command in scripts, f"no distribution installs `{command}`: pip install -e '.[notebook]'"
+        assert normal(scripts[command].dist.name) == distribution
+        assert (Path(sys.executable).parent / command).is_file(), f"`{command}` is not beside {sys.executable}"
+
+
 def test_make_test_installs_every_extra_but_opiks_own():
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     extras = re.search(r"^EXTRAS := (.*)$", makefile, flags=re.M).group(1).split(",")

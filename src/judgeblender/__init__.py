@@ -43,6 +43,8 @@ _EXPORTS = {
     "CallStore": "store",
     # judgeblender serve from Python (issue 33): the same Judged as `judge`, judged by the service
     "Client": "serve.client",
+    # example data built from its public sources (data/manifest.toml), or JUDGEBLENDER_DATA's copy
+    "load_dataset": "datasets",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from .judges import Judge, JudgeRun, JudgeSpec, judge_pairs
     from .pairs import Pair, read_corpus, read_pairs, read_qrels, read_queries, read_run
     from .serve.client import Client
+    from .datasets import load_dataset
     from .prompts import get_template, list_templates
     from .store import CallStore
 

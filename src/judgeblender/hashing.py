@@ -32,6 +32,11 @@ def hmac_sha256_text(secret: bytes, text: str) -> str:
     return hmac.new(secret, text.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of bytes (a downloaded file, checked before it is used)."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file's bytes (what `sha256sum` prints), read in 4 MiB blocks and
     remembered while the file's size and mtime are unchanged."""

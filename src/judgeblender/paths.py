@@ -29,6 +29,12 @@ def runs_cache_dir() -> Path:
     return cache_root() / "runs"
 
 
+def data_cache_dir() -> Path:
+    """Example data bundles built from their public sources (`jb.load_dataset`), laid out as
+    JUDGEBLENDER_DATA's folder is."""
+    return cache_root() / "data"
+
+
 def demo_store_path() -> Path:
     """The store `judgeblender demo` uses unless told otherwise."""
     return cache_root() / "demo.sqlite"

@@ -23,7 +23,7 @@ from .console import err_console, output_width, print_error
 
 COMMAND_MODULES = [
     "judge", "blend", "agree", "correlate", "pool", "label", "calibrate", "fill", "report", "compare",
-    "grade", "cascade", "prompts", "store", "demo", "estimate", "experiment", "serve", "proxy",
+    "grade", "cascade", "prompts", "store", "demo", "estimate", "experiment", "serve", "proxy", "data",
 ]
 
 
