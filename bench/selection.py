@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import math
 import sys
 import time
@@ -339,10 +340,13 @@ def markdown(results: dict) -> str:
         rows = [r for r in TABLE_ROWS if r in procs] + [hindsight]
         others = sorted((k for k in procs if k not in rows and not k.endswith("(hindsight)")),
                         key=lambda k: -procs[k]["kappa"])
+        default = ISSUE37 if ISSUE37 in procs else NEW_DEFAULT  # the library's default at the run
         for row in [*rows, *others]:
             p = procs[row]
-            bold = "**" if row == NEW_DEFAULT else ""
+            bold = "**" if row == default else ""
             label = row if row != hindsight else f"best member in hindsight: {row[7:].removesuffix(' (hindsight)')}"
+            if default == ISSUE37 and row == NEW_DEFAULT:
+                label = "issue 32 default: auto family (subsets up to 8 judges), paired-bound rule"
             out.append(f"| {bold}{label}{bold} | {bold}{p['kappa']:.4f}{bold} [{p['kappa_ci'][0]:.3f}, "
                        f"{p['kappa_ci'][1]:.3f}] | {p['alpha']:.4f} [{p['alpha_ci'][0]:.3f}, {p['alpha_ci'][1]:.3f}] | "
                        f"{p.get('inner_mean', float('nan')):.4f} |".replace("nan", "-"))
@@ -396,7 +400,7 @@ def main() -> None:
             out["candidates_searched"] = candidates_searched(table, gold, (0, 10, 30, 100, 300, 1000, 3000))
         out["total_seconds"] = round(time.perf_counter() - started, 1)
         out["command"] = ("PYTHONPATH=src python bench/selection.py --only " + name + (" --quick" if args.quick else "")
-                          + (f" --issue37 --out {args.out.resolve().relative_to(ROOT)}" if args.issue37 else ""))
+                          + (f" --issue37 --out {os.path.relpath(args.out.resolve(), ROOT)}" if args.issue37 else ""))
         results[name] = out
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1) + "\n")

@@ -7,8 +7,9 @@ LLMJudge dev, and a seeded synthetic jury of 33 judges on about 3,500 pairs.
 
 The synthetic jury is bench/selection.py's (`synthetic_jury`, seed 0, 48% of each query's
 pairs), written as one qrels file per judge, so the command reads files as a user's would. The
-default settings include the nested estimate (5 outer folds: the seed has 25 labelled queries),
-so each run is the whole selection six times. Wall time of the command, from start to exit.
+default settings include the nested estimate (5 outer folds: the seed has 25 labelled queries):
+since issue 37 it is the comparison that decides, each outer fold running one judge, the order
+family and the rich family. Wall time of the command, from start to exit, and its CPU time.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -41,15 +43,20 @@ def write_jury(table, folder: Path) -> list[Path]:
     return files
 
 
-def timed(args: list[str], cwd: Path) -> tuple[float, str]:
+def timed(args: list[str], cwd: Path) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (user + system, the command's process and its children: the fair
+    figure on a shared machine) and the output of one run of the command."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "judgeblender", *args], cwd=cwd, env=env, capture_output=True,
                           text=True)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"calibrate failed ({done.returncode}):\n{done.stderr}")
-    return seconds, done.stdout + done.stderr
+    return seconds, cpu, done.stdout + done.stderr
 
 
 def main() -> None:
@@ -74,16 +81,18 @@ def main() -> None:
         for name, (files, n_pairs) in cases.items():
             command = ["calibrate", "--select", "--gold", str(gold), "--invalid-labels", "abstain",
                        *(a for f in files for a in ("--labels", str(f))), "-o", str(tmp / "panel.toml")]
-            runs = []
+            runs, cpus = [], []
             for _ in range(args.repeat):
-                seconds, output = timed(command, tmp)
+                seconds, cpu, output = timed(command, tmp)
                 runs.append(round(seconds, 1))
-                print(f"{name}: {seconds:.1f} s", file=sys.stderr, flush=True)
+                cpus.append(round(cpu, 1))
+                print(f"{name}: {seconds:.1f} s ({cpu:.1f} CPU-s)", file=sys.stderr, flush=True)
             lines = output.splitlines()
-            at = next((i for i, line in enumerate(lines) if line.startswith("Nested estimate")), len(lines))
+            at = next((i for i, line in enumerate(lines) if line.startswith(("Nested estimate", "Decision"))),
+                      len(lines))
             nested = [line.rstrip() for line in lines[at:at + 12] if line.strip()]
             results[name] = {"judges": len(files), "pairs_in_label_files": n_pairs, "seconds": runs,
-                             "nested_lines": nested,
+                             "cpu_seconds": cpus, "nested_lines": nested,
                              "command": "judgeblender calibrate --select --gold GOLD --invalid-labels abstain "
                                         "--labels FILE ... -o panel.toml"}
     results["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}

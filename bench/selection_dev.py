@@ -4,6 +4,10 @@
     PYTHONPATH=src python bench/selection_dev.py --only transfer  # (a) alone; --only draws: (b) alone
     PYTHONPATH=src python bench/selection_dev.py --markdown       # the tables of docs/aggregators.md
 
+The figures in docs/aggregators.md join two runs on the same draws: this script copied into a
+checkout of the commit before issue 37 (110be00) and run there with `--skip default`, and run
+here with `--skip "before issue 37"`, then `--join-before` that run's JSON.
+
 (a) Transfer across collections: a procedure chooses on all of DL19's human labels with the six
 judges whose label files DL19 and DL20 share, and the panel it chose (fitted on DL19) labels
 DL20's pairs; then the reverse.
@@ -45,7 +49,7 @@ from selection import DATA, collection  # noqa: E402  (bench/selection.py)
 
 from judgeblender.blend import BallotTable  # noqa: E402
 from judgeblender.blend.select import (  # noqa: E402
-    EXHAUSTIVE_MAX, Choice, apply_choice, best_choice, fast_labels, fit_choice, gold_array, scored, select)
+    EXHAUSTIVE_MAX, Choice, apply_choice, best_choice, fast_labels, fit_choice, gold_array, select)
 from judgeblender.kappa import kappa_from_confusion  # noqa: E402
 
 SHARED = ("fourprompts-flant5-large", "fourprompts-llama3-70b", "fourprompts-llama3-8b",
@@ -72,6 +76,13 @@ def best_seed_judge(table: BallotTable, gold: dict, seed: int) -> Choice:
 
 
 PROCEDURES: dict[str, Procedure] = {DEFAULT: library_default, BEFORE: before_issue_37, SEED_BEST: best_seed_judge}
+
+
+def scored(pred: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The library's scoring of a choice (`judgeblender.blend.select.scored`), written out so this
+    script scores alike at the commit before issue 37, which lacks it: an unlabelled pair is
+    scored as the label farthest from the human's."""
+    return np.where(pred < 0, np.where(y <= 1, 3, 0), pred)
 
 
 def kappa_on(y: np.ndarray, pred: np.ndarray) -> float:
@@ -157,18 +168,39 @@ def draws(data: Path, procedures: dict[str, Procedure], n_draws: int, sizes=SIZE
 def summary(rows: list[dict]) -> dict:
     names = list(rows[0])
     kappa = {n: np.array([r[n]["kappa"] for r in rows]) for n in names}
-    out = {"draws": len(rows), "mean_kappa": {n: round(float(np.nanmean(k)), 4) for n, k in kappa.items()}}
-    for n in names:
+    multi = {n: float(np.mean([not r[n]["chosen"].startswith("member") for r in rows])) for n in names
+             if n not in (VOTE, HINDSIGHT)}
+    seconds = {n: float(np.mean([r[n]["seconds"] for r in rows])) for n in multi}
+    return figures(kappa, multi, seconds)
+
+
+def figures(kappa: dict[str, np.ndarray], multi: dict[str, float], seconds: dict[str, float]) -> dict:
+    """One cell's figures from every procedure's kappa per draw (the same draws for all)."""
+    out = {"draws": len(kappa[VOTE]), "mean_kappa": {n: round(float(np.nanmean(k)), 4) for n, k in kappa.items()}}
+    for n in kappa:
         if n in (VOTE, HINDSIGHT):
             continue
         out.setdefault("regret_vs_hindsight", {})[n] = round(float(np.nanmean(kappa[HINDSIGHT] - kappa[n])), 4)
         out.setdefault("loses_to_seed_best_share", {})[n] = round(float(np.mean(kappa[n] < kappa[SEED_BEST] - 5e-4)), 3)
         out.setdefault("loses_to_vote_share", {})[n] = round(float(np.mean(kappa[n] < kappa[VOTE] - 5e-4)), 3)
-        out.setdefault("multi_judge_share", {})[n] = round(float(np.mean(
-            [not r[n]["chosen"].startswith("member") for r in rows])), 3)
-        out.setdefault("seconds_mean", {})[n] = round(float(np.mean([r[n]["seconds"] for r in rows])), 2)
+        out.setdefault("multi_judge_share", {})[n] = round(multi[n], 3)
+        out.setdefault("seconds_mean", {})[n] = round(seconds[n], 2)
     out["kappas"] = {n: [round(float(v), 4) for v in k] for n, k in kappa.items()}
     return out
+
+
+def take_before(results: dict, before: dict) -> None:
+    """Put the BEFORE procedure's figures of a run at an older commit (the same draws: they are
+    seeded by the size) beside this run's, compared with this run's seed-best judge and vote."""
+    for key, row in before.get("transfer", {}).items():
+        results["transfer"][key][BEFORE] = row[BEFORE]
+    for key, cell in before.get("draws", {}).items():
+        mine = results["draws"][key]
+        kappa = {n: np.array(v) for n, v in mine["kappas"].items()}
+        kappa[BEFORE] = np.array(cell["kappas"][BEFORE])
+        multi = {**mine["multi_judge_share"], BEFORE: cell["multi_judge_share"][BEFORE]}
+        seconds = {**mine["seconds_mean"], BEFORE: cell["seconds_mean"][BEFORE]}
+        results["draws"][key] = figures(kappa, multi, seconds)
 
 
 def markdown(results: dict) -> str:
@@ -207,10 +239,18 @@ def main() -> None:
     ap.add_argument("--size", action="append", type=int)
     ap.add_argument("--skip", action="append", default=[], help="leave this procedure out (e.g. 'before issue 37')")
     ap.add_argument("--jobs", type=int, default=1, help="draws scored in this many processes")
+    ap.add_argument("--join-before", type=Path,
+                    help="a JSON of this script run at the commit before issue 37 (--skip default): its 'before issue "
+                         "37' figures join --out's, and stop")
     ap.add_argument("--markdown", action="store_true", help="print the docs tables from --out and stop")
     args = ap.parse_args()
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     if args.markdown:
+        print(markdown(results))
+        return
+    if args.join_before:
+        take_before(results, json.loads(args.join_before.read_text()))
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
         print(markdown(results))
         return
     procedures = {k: v for k, v in PROCEDURES.items() if k not in args.skip}

@@ -12,9 +12,13 @@ Families (`family=`, what is searched):
            10 x (judges - 1) + 2 candidates. Inside each fold the ranking is redone on that
            fold's training queries, so a candidate's held-out score is the score of the whole
            procedure "rank, keep k, blend", ranking included.
-  auto     (default) subsets while every subset is searched (judges <= exhaustive_max), ranked
-           beyond: a greedy search over many judges scores thousands of candidates, and the top of
-           such a list is partly luck.
+  order    the ranked family's ranking with two rules only (ORDER_RULES: the median and the
+           majority vote of the top k): 2 x (judges - 1) + 1 candidates, nothing learned but the
+           ranking and k, so what it chooses on a small seed holds on other queries.
+  single   each judge alone.
+  auto     (default, issue 37) `decide`: one judge, the order family or the rich family (subsets
+           while every subset is searched, judges <= exhaustive_max, ranked beyond: issue 32's
+           auto), whichever an out-of-sample comparison supports (below).
 
 Scoring. Queries with a human label are dealt round-robin into folds (sorted ids, as `calibrate`
 does). Every candidate gives each labelled pair one held-out label: fixed rules need no fitting;
@@ -51,6 +55,16 @@ Honest figure: `nested_select` runs the whole selection inside each outer fold's
 and scores what it chose on the outer fold's queries, which took no part in choosing it, next to
 the best single member chosen the same way and the majority vote of all members, with intervals
 from resampling the outer folds' queries.
+
+The default's decision (issue 37, `decide`): issue 32's rule chose among thousands of candidates
+on the seed's own folds, and what won there could lose on new queries (LLMJudge dev: `min` of
+three judges, below its best judge on the challenge's test split). So the default makes the
+nested comparison decide: one judge, the order family and the rich family are each run whole
+inside 5 outer folds, and a procedure replaces the baseline (one judge; the order family beyond
+MANY_JUDGES judges) only when its held-out gain beats DECISION_Z standard errors of the paired
+difference. Every figure counts coverage: an unlabelled pair is scored as a disagreement
+(`scored`). The seed minimums and the no-chance finding are plain calibrate's (seed_rules).
+docs/aggregators.md ("Seats earned on unseen queries") has the measurements.
 """
 
 from __future__ import annotations
