@@ -83,6 +83,8 @@ def process_start(pid: int) -> int | None:
         return None
     except (OSError, ValueError, IndexError):
         pass
+    if os.name == "nt":  # os.kill(pid, 0) would send Ctrl+C there: taken as alive, never removed
+        return 0
     try:  # no /proc: does the process exist at all
         os.kill(pid, 0)
     except ProcessLookupError:
