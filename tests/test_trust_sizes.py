@@ -93,7 +93,9 @@ class WordTokens(ScriptedBackend):
 def test_a_backend_that_can_only_count_tokens_is_still_cut_to_fit():
     backend = WordTokens(default="##final score: 1")
     kept, cut = truncate_passage("word " * 5000, 100, backend)
-    # counted by prefixes galloping from the budget: the passage is never counted whole (issue 38)
+    assert backend.count_tokens(kept) == 100 and cut["passage_tokens"] == 5000
+    # past 256 characters a token of the budget, counted from the head: not counted whole (issue 38)
+    kept, cut = truncate_passage("word " * 6000, 100, backend)
     assert backend.count_tokens(kept) == 100 and cut["passage_tokens"] is None
     kept, cut = truncate_passage("word " * 50, 100, backend)  # fits: counted whole, kept whole
     assert kept == "word " * 50 and cut is None

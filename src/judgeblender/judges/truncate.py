@@ -52,8 +52,10 @@ def _record(passage: str, kept_chars: int, kept_tokens: int, passage_tokens: int
 
 
 # A passage counted whole before its prefixes are (by a backend that can only count): up to this
-# many characters a token of the budget; a longer one is counted from its head.
-COUNTED_WHOLE = 64
+# many characters a token of the budget (the longest tokens of the packaged models' vocabularies
+# are 128 bytes), so its cut and record are as they always were; a longer one is counted from
+# its head.
+COUNTED_WHOLE = 256
 
 
 def _cut_by_counting(passage: str, budget: int, backend: Backend,
