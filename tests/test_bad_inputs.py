@@ -340,7 +340,7 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     ("judge-context-tokens-zero", [*J, "--context-tokens", "0"], "--context-tokens: expected a number >= 1, got '0'"),
     ("judge-ray-workers-zero", [*J, "--ray", "local", "--ray-workers", "0"], "--ray-workers: expected a number >= 1, got '0'"),
     # grade
-    ("grade-items-missing", [*GRADE, "-i", "{tmp}/none.jsonl", "-o", "{tmp}/g.jsonl", "--store", "{tmp}/s.sqlite"], "none.jsonl: expected an existing file, got 'no such file'"),
+    ("grade-items-missing", [*GRADE[:1], *GRADE[3:], "-i", "{tmp}/none.jsonl", "-o", "{tmp}/g.jsonl", "--store", "{tmp}/s.sqlite"], "none.jsonl: expected an existing file, got 'no such file'"),
     ("grade-out-is-a-directory", [*GRADE, "-o", "{tmp}/adir", "--store", "{tmp}/s.sqlite"], "adir: expected an output file path, got 'a directory'"),
     ("grade-out-is-the-items", [*GRADE, "-o", "{items.jsonl}", "--store", "{tmp}/s.sqlite"], "items.jsonl: expected an output file that is not also an input"),
     ("grade-store-foreign-sqlite", [*GRADE, "-o", "{tmp}/g.jsonl", "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database"),
@@ -354,7 +354,7 @@ OPTION_CASES: list[tuple[str, list[str], str]] = [
     ("cascade-seed-qrels-missing", [*C, "--seed-qrels", "{tmp}/none.qrels"], "none.qrels: expected an existing file"),
     ("cascade-threshold-inf", [*C, "--threshold", "inf"], "--threshold: expected a finite number, got 'inf'"),
     ("cascade-budget-negative", [*C, "--budget", "-5"], "--budget: expected a number >= 0, got '-5'"),
-    ("cascade-store-not-sqlite", [*CASC, "-o", "{tmp}/o.qrels", "--store", "{notes.txt}"], "notes.txt: expected a judgeblender store (an SQLite file)"),
+    ("cascade-store-not-sqlite", [*CASC[:-2], "-o", "{tmp}/o.qrels", "--store", "{notes.txt}"], "notes.txt: expected a judgeblender store (an SQLite file)"),
     # demo
     ("demo-store-foreign-sqlite", [*DEMO, "--store", "{tmp}/" + FOREIGN_DB], "expected a judgeblender store, got 'another SQLite database"),
     ("demo-threads-zero", [*DEMO, "--threads", "0"], "--threads: expected a number >= 1, got '0'"),

@@ -94,6 +94,35 @@ def test_a_backend_that_can_only_count_tokens_is_still_cut_to_fit():
     backend = WordTokens(default="##final score: 1")
     kept, cut = truncate_passage("word " * 5000, 100, backend)
     assert backend.count_tokens(kept) == 100 and cut["passage_tokens"] == 5000
+    # past 256 characters a token of the budget, counted from the head: not counted whole (issue 38)
+    kept, cut = truncate_passage("word " * 6000, 100, backend)
+    assert backend.count_tokens(kept) == 100 and cut["passage_tokens"] is None
+    kept, cut = truncate_passage("word " * 50, 100, backend)  # fits: counted whole, kept whole
+    assert kept == "word " * 50 and cut is None
+
+
+class CharCountingWords(WordTokens):
+    """WordTokens that remembers how many characters each count read."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.read = []
+
+    def count_tokens(self, text):
+        self.read.append(len(text))
+        return super().count_tokens(text)
+
+
+def test_counting_prefixes_reads_in_proportion_to_the_cut_not_the_passage():
+    """Issue 38 part 9: a binary search over a 20 MB passage counted it whole and then ~25 of
+    its prefixes; galloping from the budget reads a few times the kept text, however long the
+    passage, and keeps the same text."""
+    backend = CharCountingWords(default="##final score: 1")
+    short_kept, _ = truncate_passage("word " * 400, 100, backend)
+    backend.read.clear()
+    kept, cut = truncate_passage("word " * 4_000_000, 100, backend)
+    assert kept == short_kept and backend.count_tokens(kept) == 100
+    assert max(backend.read) <= 2 * len(kept) + 2 and sum(backend.read) <= 32 * len(kept), backend.read
 
 
 def test_a_judge_run_over_a_20_mb_passage_sends_a_prompt_that_fits(served, monkeypatch):
@@ -172,6 +201,37 @@ def test_llamacpp_cuts_with_at_most_two_tokenizations(size, qwen, qwen_calls):
         assert cut["kept_tokens"] == qwen.count_tokens(kept) <= budget and passage.startswith(kept)
 
 
+@pytest.mark.model
+def test_llamacpp_tokenizes_in_proportion_to_the_cut_not_the_longest_token(qwen, qwen_calls):
+    """Issue 38 part 9: a 21 MB passage was cut from a head of (budget + 1) x the longest token
+    (256 bytes for Qwen: ~50 times the kept text); now from a head a few times the kept text,
+    and the kept text is the same as a passage just past the old bound gives."""
+    budget = 300
+    bound = (budget + 1) * qwen.max_token_chars()
+    within = (TEXT * (bound // len(TEXT) + 1))[:bound]  # tokenized whole, as before: counted
+    qwen_calls.clear()
+    kept_within, cut_within = truncate_passage(within, budget, qwen)
+    assert cut_within["passage_tokens"] == qwen.count_tokens(within)  # the record as before
+    qwen_calls.clear()
+    kept, cut = truncate_passage(TEXT * 250_000, budget, qwen)
+    assert kept == kept_within and cut["kept_tokens"] == budget and cut["passage_tokens"] is None
+    assert len(qwen_calls) <= 2 and sum(qwen_calls) <= 4 * len(kept.encode()), qwen_calls
+
+
+def binary_search_cut(passage: str, budget: int, backend) -> tuple[str, dict | None]:
+    """The cut as it was first made, the reference: the passage counted whole, then the longest
+    prefix that fits found by halving [0, its length] (judges/truncate.py now gallops from the
+    budget on long passages, issue 38)."""
+    n = backend.count_tokens(passage)
+    if n <= budget:
+        return passage, None
+    lo, hi = 0, len(passage)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if backend.count_tokens(passage[:mid]) <= budget else (lo, mid - 1)
+    return passage[:lo], {"kept_tokens": backend.count_tokens(passage[:lo])}
+
+
 def dl19_passages(n: int, seed: int) -> list[str]:
     lines = DL19_PASSAGES.read_text(encoding="utf-8").splitlines()
     rng = random.Random(seed)
@@ -201,7 +261,7 @@ def test_llamacpp_cuts_exactly_on_real_passages_of_random_length_as_the_binary_s
         calls.clear()
         kept, cut = truncate_passage(passage, budget, backend)
         assert len(calls) <= 2
-        old_kept, old_cut = _cut_by_counting(passage, budget, backend)
+        old_kept, old_cut = binary_search_cut(passage, budget, backend)
         assert (cut is None) == (old_cut is None)
         if cut is None:
             assert kept == passage

@@ -14,6 +14,16 @@ caller raises it too, for its own writes only: another OSError of the caller's (
 reads while writing) passes through as it is, and when two outputs are written at once, the one
 whose write failed is the one named.
 
+A process killed while writing (SIGKILL, a power cut) leaves its temporary files behind, and
+nothing it runs can remove them. So each temporary name says who wrote it:
+`.OUT.jb-HOST-PID-START.RANDOM`, the writer's host (a hash of its name), process id and start
+time (Linux's /proc/PID/stat, in clock ticks since boot; 0 where the system does not say). Before
+a write, the temporary files of the same output whose writer is gone (no such process on this
+host, or a process of that id that started at another time: the id was reused) are removed, with
+a note on the `judgeblender.outputs` logger. A live writer's files (a concurrent run writing the
+same output), another host's, and names of any other shape (an older judgeblender's, anything
+the user keeps) are left alone: whether their writer lives cannot be told from here.
+
 The temporary file is made private (tempfile.mkstemp), so before it is renamed it gets the
 mode the output would have had if opened directly: an existing file keeps its own, a new
 one gets 0666 masked by the user's umask, as every other tool's output does.
@@ -21,9 +31,13 @@ one gets 0666 masked by the user's umask, as every other tool's output does.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import socket
 import stat
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -32,6 +46,8 @@ from typing import IO, Any
 
 from . import masking
 from .errors import OutputError
+
+log = logging.getLogger("judgeblender.outputs")
 
 
 def current_umask() -> int:
@@ -55,6 +71,71 @@ def output_mode(path: str | Path) -> int:
         return stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         return 0o666 & ~current_umask()
+
+
+def process_start(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot, Linux's /proc/PID/stat field 22); None
+    when there is no such process. 0 where the system does not say (the id alone then decides)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])  # after the name, which may hold spaces
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, IndexError):
+        pass
+    if os.name == "nt":  # os.kill(pid, 0) would send Ctrl+C there: taken as alive, never removed
+        return 0
+    try:  # no /proc: does the process exist at all
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:  # it exists, owned by another user
+        pass
+    return 0
+
+
+def _host() -> str:
+    return f"{zlib.crc32(socket.gethostname().encode()):08x}"
+
+
+def _writer_tag() -> str:
+    """This process in a temporary name: host, process id and start time (see the module doc)."""
+    return f"jb-{_host()}-{os.getpid()}-{process_start(os.getpid()) or 0}"
+
+
+def _stale(tag: re.Match) -> bool:
+    """A temporary file's writer is gone: it ran on this host and no process with its id and
+    start time is running now."""
+    if tag["host"] != _host():
+        return False
+    start = process_start(int(tag["pid"]))
+    return start is None or (int(tag["start"]) != 0 and start != 0 and start != int(tag["start"]))
+
+
+def remove_stale_temporaries(path: Path, suffix: str = "") -> list[str]:
+    """Remove the temporary files of output `path` whose writer is gone (an interrupted run's),
+    saying so once; return their names. Called by atomic_writer before each write."""
+    name = re.compile(rf"\.{re.escape(path.name)}\.jb-(?P<host>[0-9a-f]{{8}})-(?P<pid>\d+)-(?P<start>\d+)\."
+                      rf"[a-z0-9_]+{re.escape(suffix)}")
+    try:
+        entries = [entry.name for entry in os.scandir(path.parent) if entry.name.startswith(f".{path.name}.jb-")]
+    except OSError:  # no folder yet, or one that cannot be listed: nothing to clean there
+        return []
+    removed = []
+    for entry in entries:
+        found = name.fullmatch(entry)
+        if found and _stale(found):
+            try:
+                os.unlink(path.parent / entry)
+            except FileNotFoundError:  # another run removed it first
+                continue
+            except OSError:
+                continue  # a read-only folder: the write itself will say so
+            removed.append(entry)
+    if removed:
+        log.warning("note: removed %d temporary file(s) of %s left by an interrupted run whose process is gone: %s",
+                    len(removed), path, ", ".join(removed))
+    return removed
 
 
 class _Written:
@@ -100,7 +181,8 @@ def atomic_writer(path: str | Path, mode: str = "wb", suffix: str = "", **open_a
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             mode_bits = output_mode(path)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+            remove_stale_temporaries(path, suffix)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_writer_tag()}.", suffix=suffix, dir=path.parent)
         except OSError as exc:
             raise OutputError(path, exc, existed) from None
         try:

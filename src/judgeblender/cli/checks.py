@@ -8,6 +8,14 @@ them ahead of each command's body, so a bad path or number, or two outputs that 
 (one would overwrite the other), is one `error:` line and exit 2 before any file is read in
 full, any model loaded or called. Around the body, a library error about a Python argument is
 told of the command's flag for it (cli/usage.py `as_option`).
+
+Before any of that, the command line itself: an option that takes one value is given at most
+once (`OnceCommand`). The framework keeps the last of a repeated option and drops the others
+without a word (`judge -j A -j B` judged with B alone); every command here is built with this
+check instead, so a repeat is one `error:` line naming the option, exit 2. Options declared as a
+list (`--judge` of grade, cascade, experiment; `--panel-model`; `--weights`) take every value
+given and are left alone. A flag counts as a value: `--redact --redact` is refused like
+`--seed 1 --seed 2`, and so is `--progress --no-progress`, whose two forms contradict each other.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
 from .. import paths, validate
 from ..errors import ArgumentError
@@ -202,11 +211,44 @@ def _checked_callback(command: str, callback: Callable) -> Callable:
     return run
 
 
+def single_valued(params: list) -> list:
+    """The options among `params` that keep one value (a flag included): all but those declared
+    as a list (`multiple`), which keep every value given, and the eager ones (`--help`)."""
+    return [p for p in params if getattr(p, "param_type_name", "") == "option" and not p.multiple
+            and not p.is_eager]
+
+
+class OnceCommand(TyperCommand):
+    """A command whose single-valued options may each be given once (see the module doc).
+
+    The command line is parsed once more ahead of the framework's own parse, only to count the
+    options in it: the parser reports every option in the order given, repeats included, before
+    any value is converted or a required option is missed. A flag counts as one use each time
+    it appears, whichever of its forms (`--progress`, `--no-progress`)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing:  # shell completion parses half-typed lines: nothing to refuse
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            once = single_valued(self.get_params(ctx))
+            for option in once:
+                uses = sum(1 for given in order if given is option)
+                if uses > 1:
+                    kind = "a flag" if option.is_flag else "an option of one value"
+                    raise ArgumentError(
+                        usage.param_name(option), f"it at most once ({kind}: the framework would keep the "
+                        "last and silently drop the others)", described=f"it {uses} times")
+        return super().parse_args(ctx, args)
+
+
 def checked(app: typer.Typer, prefix: str = "") -> typer.Typer:
-    """Put the argument checks in front of every command registered on `app` (and its groups)."""
+    """Put the argument checks in front of every command registered on `app` (and its groups),
+    and build each as a OnceCommand (no option of one value given twice)."""
     for info in app.registered_commands:
         name = info.name or info.callback.__name__.replace("_", "-")
         info.callback = _checked_callback(f"{prefix}{name}", info.callback)
+        kind = info.cls or TyperCommand  # typer's own unless the command asked for another
+        if not issubclass(kind, OnceCommand):
+            info.cls = OnceCommand if kind is TyperCommand else type(kind.__name__, (OnceCommand, kind), {})
     for group in app.registered_groups:
         checked(group.typer_instance, f"{prefix}{group.name} ")
     return app

@@ -43,7 +43,8 @@ def parse_line(path: str | Path, lineno: int, line: str) -> tuple[str, str]:
     if text is None or not isinstance(text, str):
         raise InputError(path, lineno, "a text field (" + "/".join(TEXT_KEYS) + ") holding a string", line[:80])
     for value in (str(docid), text):
-        if SURROGATE.search(value):  # from a JSON escape such as "\ud800"
+        # from a JSON escape such as "\ud800"; an ASCII text (a flag Python keeps: no scan) holds none
+        if not value.isascii() and SURROGATE.search(value):
             raise InputError(path, lineno, "Unicode text (a JSON \\u escape gives a lone surrogate)", line[:80])
     docid = check_id(path, lineno, str(docid), "doc id")
     title = obj.get("title")
