@@ -25,7 +25,7 @@ from selection import DATA, collection  # noqa: E402
 from selection_dev import COLLECTIONS, SIZES, kappa_on, split  # noqa: E402
 
 from judgeblender.blend.select import (  # noqa: E402
-    EXHAUSTIVE_MAX, PROCEDURES, apply_choice, fit_choice, gold_array, select, _procedure_settings)
+    EXHAUSTIVE_MAX, PROCEDURES, apply_choice, fit_choice, gold_array, select, procedure_settings)
 
 ZS = (0.0, 0.5, 1.0, 1.645, 2.0)
 _WORK: dict = {}
@@ -38,7 +38,7 @@ def one(job):
     y = gold_array(test, test_gold)
     sel = select(train, train_gold, seed=d)
     decision = sel.decision
-    settings = _procedure_settings(train.judges, "paired-bound", EXHAUSTIVE_MAX)
+    settings = procedure_settings(train.judges, "paired-bound", EXHAUSTIVE_MAX)
     kappas = {}
     for p in PROCEDURES:
         chosen = select(train, train_gold, seed=d, **settings[p]).chosen

@@ -135,8 +135,9 @@ def test_bodies_being_read_are_bounded_and_a_trickling_body_is_timed_as_a_whole(
 
 
 def test_read_limits_are_checked_at_start(tmp_path):
-    for option, value, expected in (("--max-reading", "0", "at least 1"), ("--read-timeout", "0", "positive"),
-                                    ("--read-timeout", "nan", "finite"), ("--read-timeout", "-1", "positive")):
+    # the CLI's one table of number bounds (cli/checks.py NUMBERS), as for every number option
+    for option, value, expected in (("--max-reading", "0", "a number >= 1"), ("--read-timeout", "0", "a number > 0"),
+                                    ("--read-timeout", "nan", "finite"), ("--read-timeout", "-1", "a number > 0")):
         done = subprocess.run([sys.executable, "-m", "judgeblender", "serve", "-j", "openai:m", "--store",
                                str(tmp_path / "s.sqlite"), option, value], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, (option, value, done.stderr)

@@ -1178,7 +1178,8 @@ class Decision:
         return out
 
 
-def _procedure_settings(judges: Sequence[str], rule: str, exhaustive_max: int) -> dict[str, dict]:
+def procedure_settings(judges: Sequence[str], rule: str, exhaustive_max: int) -> dict[str, dict]:
+    """`select`'s settings of each of PROCEDURES for these judges (the rich family: issue 32's auto)."""
     rich = "subsets" if len(judges) <= exhaustive_max else "ranked"
     return {"single": {"family": "single", "rule": "best"}, "order": {"family": "order", "rule": "best"},
             "rich": {"family": rich, "rule": rule}}
@@ -1214,7 +1215,7 @@ def decide(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, judges:
     kw = dict(candidates=judges, folds=folds, costs=costs, optimise=optimise, exhaustive_max=exhaustive_max,
               time_limit=time_limit, slow=slow, seed=seed)
     cache = FixedLabels(table)  # every subset's fixed labels once, for all outer folds and the final choice
-    settings = _procedure_settings(judges, rule, exhaustive_max)
+    settings = procedure_settings(judges, rule, exhaustive_max)
     texts = {p: PROCEDURE_TEXT[p].format(s=optimise, family=settings[p]["family"], rule=rule) for p in PROCEDURES}
     baseline = "single" if len(judges) <= MANY_JUDGES else "order"
     y = gold_array(table, gold)

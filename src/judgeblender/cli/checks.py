@@ -45,6 +45,7 @@ NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
     "spread": (0, 4, False, False), "margin": (0, 1, False, False), "min_choice_mass": (0, 1, False, False), "sample_queries": (1, None, False, False),
     "sample_pairs": (0, None, True, False), "target_width": (0, None, True, False), "window": (1, None, False, False),
     "max_body": (1, None, False, False), "max_pairs": (1, None, False, False), "max_queue": (1, None, False, False),
+    "max_reading": (1, None, False, False), "read_timeout": (0, None, True, False),
     # score thresholds and bands: scales differ by scorer (cosine, 0-3, probabilities), so only finite
     "threshold": (None, None, False, False), "band": (None, None, False, False),
 }

@@ -8,7 +8,6 @@ is imported only here, when the command runs, and its absence is one error namin
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Optional
 
@@ -63,12 +62,9 @@ def register(app: typer.Typer) -> None:
         if (model is None) == (panel is None):
             raise ArgumentError("--judge", "either --judge MODEL or --panel PANEL (one of them)",
                                 described="both" if model else "neither")
-        for name, value in (("--max-body", max_body), ("--max-pairs", max_pairs), ("--max-queue", max_queue),
-                            ("--max-reading", max_reading)):
+        for name, value in (("--max-body", max_body), ("--max-pairs", max_pairs), ("--max-queue", max_queue)):
             if value < 1:
                 raise ArgumentError(name, "a whole number of at least 1", value)
-        if not (math.isfinite(read_timeout) and read_timeout > 0):
-            raise ArgumentError("--read-timeout", "a positive number of seconds", read_timeout)
         tokens = read_tokens(token_file) if token_file is not None else None
         check_exposure(host, tokens is not None)
         for token in tokens or ():
