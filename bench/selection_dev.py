@@ -203,15 +203,32 @@ def take_before(results: dict, before: dict) -> None:
         results["draws"][key] = figures(kappa, multi, seconds)
 
 
+def default_from_z(results: dict, sweep: dict, z: float) -> None:
+    """The default's column at DECISION_Z `z`, read from bench/selection_z.py's run on the same
+    draws: it runs the same comparison and each procedure's final choice, so the default at any z
+    is the procedure the rule picks there (at z = 1 the two scripts agree draw for draw)."""
+    import selection_z
+
+    for key, cell in sweep.items():
+        mine = results["draws"][key]
+        kappa = {n: np.array(v) for n, v in mine["kappas"].items()}
+        picks = [selection_z.chosen_at(row, z) for row in cell["rows"]]
+        kappa[DEFAULT] = np.array([row["kappas"][p] for row, p in zip(cell["rows"], picks)])
+        multi = {**mine["multi_judge_share"], DEFAULT: float(np.mean([p != "single" for p in picks]))}
+        results["draws"][key] = figures(kappa, multi, mine["seconds_mean"])
+    results["default_z"] = z
+
+
 def markdown(results: dict) -> str:
     lines = []
     if "transfer" in results:
         lines += ["| transfer (6 shared judges) | " + " | ".join((DEFAULT, BEFORE, SEED_BEST, VOTE, HINDSIGHT)) + " |",
                   "|---|" + "---:|" * 5]
         for key, row in results["transfer"].items():
-            lines.append(f"| {key} | " + " | ".join(f"{row[n]['kappa']:.4f}" for n in (DEFAULT, BEFORE, SEED_BEST, VOTE,
-                                                                                        HINDSIGHT)) + " |")
-        lines += ["", "Chosen: " + "; ".join(f"{key}: default {row[DEFAULT]['chosen']}, before {row[BEFORE]['chosen']}"
+            lines.append(f"| {key} | " + " | ".join(f"{row[n]['kappa']:.4f}" if n in row else "-"
+                                                    for n in (DEFAULT, BEFORE, SEED_BEST, VOTE, HINDSIGHT)) + " |")
+        lines += ["", "Chosen: " + "; ".join(f"{key}: default {row[DEFAULT]['chosen']}, before "
+                                             f"{row.get(BEFORE, {}).get('chosen', '-')}"
                                              for key, row in results["transfer"].items()), ""]
     if "draws" in results:
         lines += ["| collection / seed | draws | default | before issue 37 | best seed judge | all-member vote | "
@@ -239,6 +256,9 @@ def main() -> None:
     ap.add_argument("--size", action="append", type=int)
     ap.add_argument("--skip", action="append", default=[], help="leave this procedure out (e.g. 'before issue 37')")
     ap.add_argument("--jobs", type=int, default=1, help="draws scored in this many processes")
+    ap.add_argument("--default-from-z", type=Path,
+                    help="bench/selection_z.py's JSON: the default's column at the library's DECISION_Z read from "
+                         "it (the same draws and panels), and stop")
     ap.add_argument("--join-before", type=Path,
                     help="a JSON of this script run at the commit before issue 37 (--skip default): its 'before issue "
                          "37' figures join --out's, and stop")
@@ -246,6 +266,13 @@ def main() -> None:
     args = ap.parse_args()
     results = json.loads(args.out.read_text()) if args.out.exists() else {}
     if args.markdown:
+        print(markdown(results))
+        return
+    if args.default_from_z:
+        from judgeblender.blend.select import DECISION_Z
+
+        default_from_z(results, json.loads(args.default_from_z.read_text()), DECISION_Z)
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
         print(markdown(results))
         return
     if args.join_before:

@@ -54,12 +54,26 @@ def chosen_at(row: dict, z: float) -> str:
     return row["baseline"] if top <= 1e-12 else next(p for p in PROCEDURES if bounds[p] >= top - 1e-12)
 
 
+def markdown(results: dict) -> str:
+    """The docs table: the default's mean held-out kappa at each z, per collection and seed size."""
+    lines = ["| collection / seed | " + " | ".join(f"z = {z:g}" for z in ZS) + " | best seed judge |",
+             "|---|" + "---:|" * (len(ZS) + 1)]
+    for key, cell in results.items():
+        lines.append(f"| {key} | " + " | ".join(f"{cell[f'z={z:g}']['mean_kappa']:.4f}" for z in ZS)
+                     + f" | {cell['best seed judge']:.4f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--draws", type=int, default=50)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "selection_z.json")
+    ap.add_argument("--markdown", action="store_true", help="print the docs table from --out and stop")
     args = ap.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())))
+        return
     out = {}
     for name in COLLECTIONS:
         table, gold = collection(name, DATA)

@@ -103,3 +103,33 @@ def test_issue37_done_when_holds_on_the_development_checks():
     bench = bench_module()
     for name, was in (("trec-dl-2019", 0.3588), ("trec-dl-2020", 0.3227)):
         assert abs(nested[name]["procedures"][bench.ISSUE37]["kappa"] - was) <= 0.01, name
+
+
+Z_RESULTS = ROOT / "bench" / "results" / "selection_z.json"
+Z_START = "<!-- bench/selection_z.py --markdown: generated, checked by tests/test_docs_selection.py -->\n"
+Z_END = "<!-- end of bench/selection_z.py --markdown -->"
+
+
+def z_module():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("selection_z", ROOT / "bench" / "selection_z.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_decisions_z_table_is_the_benchmark_and_the_default_is_read_at_the_librarys_z():
+    from judgeblender.blend.select import DECISION_Z
+
+    sweep = json.loads(Z_RESULTS.read_text())
+    assert block(Z_START, Z_END) == z_module().markdown(sweep).strip()
+    assert json.loads(DEV_RESULTS.read_text())["default_z"] == DECISION_Z
+    # the sweep reads the default at z = 1 exactly as the run made with the rule at z = 1, draw for draw
+    at_one = json.loads((ROOT / "bench" / "results" / "selection_dev_z1.json").read_text())["draws"]
+    zs = z_module()
+    for key, cell in sweep.items():
+        picks = [zs.chosen_at(row, 1.0) for row in cell["rows"]]
+        kappas = [round(row["kappas"][p], 4) for row, p in zip(cell["rows"], picks)]
+        assert kappas == at_one[key]["kappas"]["default"], key

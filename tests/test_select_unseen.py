@@ -19,8 +19,8 @@ import pytest
 
 from judgeblender.blend import BallotTable
 from judgeblender.blend.seed_rules import MIN_PAIRS, MIN_QUERIES, NO_CHANCE
-from judgeblender.blend.select import (MANY_JUDGES, MIN_OUTER_QUERIES, ORDER_RULES, PROCEDURES, apply_choice, decide,
-                                       fit_choice, gold_array, scored, select)
+from judgeblender.blend.select import (DECISION_Z, MANY_JUDGES, MIN_OUTER_QUERIES, ORDER_RULES, PROCEDURES,
+                                       apply_choice, decide, fit_choice, gold_array, scored, select)
 from judgeblender.blend.votes import ABSTAIN
 
 from test_select_honest import decent, jury, write_seed
@@ -51,7 +51,7 @@ def test_a_blend_that_wins_out_of_sample_is_seated_and_the_reason_says_by_how_mu
     d = sel.decision
     assert d.baseline == "single" and d.procedure in ("order", "rich") and len(sel.chosen.judges) > 1
     gain, se = d.gains[d.procedure]
-    assert gain - se > 0  # the rule: more than one standard error of the paired difference
+    assert gain - DECISION_Z * se > 0  # the rule: more than DECISION_Z standard errors of the paired difference
     assert f"out of sample by {gain:+.3f}" in d.reason
     assert d.estimates[d.procedure].kappa > d.estimates["single"].kappa + 0.1
 
