@@ -265,11 +265,11 @@ def test_in_chromium_the_ordered_pairs_are_a_runs_by_runs_matrix_with_a_legend(w
                  : null;""")
     assert cells is not None and len(cells) == 37 and all(len(row) == 37 for row in cells)
     symbols = {c for row in cells for c in row}
-    assert symbols <= {"▲", "▼", "·", ""} and "▲" in symbols
+    assert symbols <= {"▲", "▼", "·", "?", ""} and "▲" in symbols  # ?: not tested (Cochran's rule, issue 39)
     for i in range(37):  # antisymmetric: a row above a column is that column below the row
         assert cells[i][i] == ""
         for j in range(37):
-            assert {cells[i][j], cells[j][i]} in ({"▲", "▼"}, {"·"}, {""}), (i, j)
+            assert {cells[i][j], cells[j][i]} in ({"▲", "▼"}, {"·"}, {"?"}, {""}), (i, j)
     legend = browser.execute_script("return document.querySelector('table.matrix + p.legend').innerText")
     assert "significantly higher" in legend and "family-wise error 0.05" in legend
     ordered = sum(c == "▲" for row in cells for c in row)

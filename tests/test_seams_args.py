@@ -148,6 +148,8 @@ CASES = [
     ("write_report", lambda _: jb.write_report(GOLD, PRED, SYSTEMS, "r.html", design="d.json"), "design"),
     ("write_report", lambda _: jb.write_report(GOLD, PRED, SYSTEMS, "r.html", groups=5), "groups"),
     ("write_report", lambda _: jb.write_report(GOLD, {"human": PRED}, SYSTEMS, "r.html"), "predictions"),
+    ("load_dataset", lambda _: jb.load_dataset("dl99"), "name"),
+    ("load_dataset", lambda _: jb.load_dataset(3), "name"),
     # the notebook API
     ("agreement", lambda _: agree(bootstrap=10.0), "bootstrap"),
     ("agreement", lambda _: agree(bootstrap="1000"), "bootstrap"),
@@ -388,6 +390,7 @@ def test_signatures_of_the_covered_functions_are_real():
                  "read_pairs": jb.read_pairs, "read_qrels": jb.read_qrels, "judge_pairs": jb.judge_pairs,
                  "create_backend": jb.create_backend, "register": jb.register, "get_template": jb.get_template,
                  "Jury": jb.Jury, "pool": jb.pool, "find_holes": jb.find_holes, "sample_seed": jb.sample_seed,
-                 "fill": jb.fill, "estimate": jb.estimate, "write_report": jb.write_report, "Client": jb.Client}
+                 "fill": jb.fill, "estimate": jb.estimate, "write_report": jb.write_report, "Client": jb.Client,
+                 "load_dataset": jb.load_dataset}
     for name, _, argument in CASES:
         assert argument in inspect.signature(functions[name]).parameters, (name, argument)

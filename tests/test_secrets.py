@@ -129,10 +129,10 @@ def every_byte(folder: Path) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def judge_args(folder: Path, server: EchoServer, *extra) -> list:
+def judge_args(folder: Path, server: EchoServer, *extra, store: Path | None = None) -> list:
     return ["judge", "-q", folder / "q.tsv", "-c", folder / "c.jsonl", "-p", folder / "p.tsv", "-o", folder / "out.qrels",
-            "--store", folder / "store.sqlite", "--base-url", server.base_url, "--timeout", "5", "--no-progress",
-            "--json", *extra]
+            "--store", store or folder / "store.sqlite", "--base-url", server.base_url, "--timeout", "5",
+            "--no-progress", "--json", *extra]
 
 
 def assert_absent(secret: str, outputs: dict[str, bytes | str]) -> None:
@@ -252,7 +252,7 @@ def test_redacted_store_keeps_no_passage_text_and_still_reuses_answers(inputs):
     markers = [PASSAGES[d].split()[-1] for d in ("d1", "d2")]
     env = {"OPENAI_API_KEY": "sk-x"}
     with EchoServer() as server:
-        plain = cli(*judge_args(inputs, server, "-j", "openai:test-model", "--store", inputs / "plain.sqlite"), env=env)
+        plain = cli(*judge_args(inputs, server, "-j", "openai:test-model", store=inputs / "plain.sqlite"), env=env)
         first = cli(*judge_args(inputs, server, "-j", "openai:test-model", "--redact"), env=env)
         again = cli(*judge_args(inputs, server, "-j", "openai:test-model", "--redact"), env=env)
     assert plain.returncode == first.returncode == again.returncode == 0, first.stderr

@@ -87,8 +87,8 @@ def test_the_pick_follows_the_seed_and_the_pair_and_spreads_over_the_tied_labels
 
 
 def by_pair(blended: pd.DataFrame) -> dict:
-    """A blend's DataFrame (qid, docid, label) as {pair: label}, None where it is <NA>."""
-    return {(q, d): None if pd.isna(lab) else int(lab) for q, d, lab in blended[["qid", "docid", "label"]].itertuples(index=False)}
+    """A blend's DataFrame (qid, docno, label) as {pair: label}, None where it is <NA>."""
+    return {(q, d): None if pd.isna(lab) else int(lab) for q, d, lab in blended[["qid", "docno", "label"]].itertuples(index=False)}
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .arguments import one_of
 from .errors import JudgeblenderError
 from .fileio import atomic_writer
 from .hashing import sha256_bytes
@@ -77,8 +78,7 @@ def load_dataset(name: str = "dl19", *, data: str | Path | None = None, base_url
     cache, built there from its sources on first use (from `base_url`, else JUDGEBLENDER_DATA_URL,
     else the manifest's)."""
     bundles = manifest(manifest_path)
-    if name not in bundles:
-        raise DataUnavailableError(f"no example data named {name!r}; the bundles are: {', '.join(sorted(bundles))}")
+    one_of("name", name, sorted(bundles))  # a wrong name is the caller's argument, not missing data
     spec = bundles[name]
     given = data if data is not None else os.environ.get(DATA_ENV) or None
     if given is not None:
