@@ -121,6 +121,7 @@ FAST_RULES: tuple[tuple[str, str, str], ...] = (
     ("av", "av", "avg"), ("av-even", "av-even", "avg"), ("median(avg)", "median", "avg"),
     ("min", "min", "avg"), ("max", "max", "avg"), ("learned weights", "weighted", "avg"),
 )
+FAST_METHODS = frozenset(method for _, method, _ in FAST_RULES)
 # The ranked family's aggregators: the fast ones and learned cut points on the mean expected
 # label (cheap since learn_thresholds reads cumulative counts).
 RANKED_RULES: tuple[tuple[str, str, str], ...] = (*FAST_RULES, ("learned thresholds", "prob-expected", "avg"))
@@ -381,6 +382,7 @@ class Selection:
     optimise: str = DEFAULT_OPTIMISE
     notes: list[str] = field(default_factory=list)  # judges left out or seated once, and why
     no_chance: str | None = None  # the seed_rules finding: no candidate beats chance on this seed
+    too_small: str | None = None  # the seed_rules finding: the seed is below the minimums, nothing chosen
     decision: Decision | None = None  # family "auto": the out-of-sample comparison that chose the family
 
     @property
@@ -390,8 +392,7 @@ class Selection:
 
     def alerts(self) -> list[str]:
         """The findings a user must act on, one line each (the CLI prints them as `warning:`)."""
-        out = [w for w in self.warnings if w.startswith("the seed set is too small")]
-        return out + [a for a in (self.no_chance, self.decision.tell_apart if self.decision else None) if a]
+        return [a for a in (self.too_small, self.no_chance, self.decision.tell_apart if self.decision else None) if a]
 
 
 def scored(pred: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -780,7 +781,6 @@ def select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, folds: 
     n_pairs = int((y >= 0).sum())
     small = too_small(n_queries, n_pairs)
     if small:
-        warnings.append(small)
         chosen_c = best = None
     else:
         chosen_c, best = choose(everything, rule, members, seed)
@@ -788,7 +788,7 @@ def select(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, folds: 
         ((c.label, *c.kappa_mean_se) for c in everything), n_pairs)
     return Selection(everything, chosen_c, best, frontier(everything), search, n_subsets, len(fold_queries),
                      n_queries, n_pairs, time.monotonic() - start, warnings, members, all_vote, family,
-                     rule, optimise, notes, no_chance)
+                     rule, optimise, notes, no_chance, small)
 
 
 def _search_subsets(scorer: CandidateScorer, judges: tuple[str, ...], costs: Mapping[str, float], exhaustive_max: int,
@@ -861,8 +861,7 @@ def apply_choice(c: Choice, table: BallotTable, seed: int = 0) -> np.ndarray:
     sub = table.only_judges(list(c.judges))
     if c.kind == "member":
         return sub.labels[:, 0].astype(int)
-    fast = {m for _, m, _ in FAST_RULES}
-    if sub.probs is None and c.method in fast and c.tie in ("avg", "min", "max") and (
+    if sub.probs is None and c.method in FAST_METHODS and c.tie in ("avg", "min", "max") and (
             c.method != "weighted" or c.weights is not None):  # label-only votes: the vectorised equal of Blender
         w = np.array([c.weights.get(j, 0.0) for j in c.judges]) if c.method == "weighted" else None
         if w is None or w.any():
@@ -1227,8 +1226,9 @@ def decide(table: BallotTable, gold: Mapping[str, Mapping[str, int]], *, judges:
     labelled_queries = {q for (q, _), g in zip(table.pairs, y) if g >= 0}
     n_queries, n_pairs = len(labelled_queries), int((y >= 0).sum())
     n_outer, skipped = outer_folds_for(n_queries, outer)
-    if too_small(n_queries, n_pairs):
-        n_outer, skipped = 0, too_small(n_queries, n_pairs)
+    small = too_small(n_queries, n_pairs)
+    if small:
+        n_outer, skipped = 0, small
     decision = Decision(baseline, baseline, "", settings[baseline]["family"], optimise, texts=texts,
                         bootstrap=bootstrap, confidence=confidence)
     if n_outer:

@@ -220,14 +220,12 @@ def run_select(table, gold: Mapping[str, Mapping[str, int]], source: str, out: P
     elif skipped:
         err_console.print(f"nested estimate skipped: {skipped}", markup=False, soft_wrap=True)
     for w in sel.warnings:
-        if w not in sel.alerts():
-            err_console.print(f"[yellow]note[/] {w}")
+        err_console.print(f"[yellow]note[/] {w}")
     for alert in sel.alerts():
         marked = f"; {out} is written anyway, marked with a `warning` key" if alert == sel.no_chance else ""
         err_console.print(f"warning: {alert}{marked}", markup=False, soft_wrap=True)
     if sel.chosen is None:
-        reason = next((w for w in sel.warnings if w.startswith("the seed set is too small")),
-                      "no candidate has a finite held-out figure")
+        reason = sel.too_small or "no candidate has a finite held-out figure"
         raise JudgeblenderError(f"no panel written: {reason}")
     chosen: Choice = fit_choice(sel.chosen, table, gold, seed)
     how = RULE_TEXT[sel.rule].format(s=optimise)
