@@ -58,7 +58,7 @@ from .. import masking
 from ..backends.openai_compat import parse_retry_after
 from ..backends.openai_keys import resolve_api_key
 from ..masking import public_base_url
-from ..calls import FAILED_CALL, CallRequest, CallResult, Message, canonical_json
+from ..calls import FAILED_CALL, CallRequest, CallResult, Message, canonical_json, store_key
 from ..errors import ArgumentError, BackendError, InputError, JudgeblenderError, shown
 from ..flight import SingleFlight
 from ..hashing import hmac_sha256_text, sha256_text
@@ -131,15 +131,12 @@ def identity_of(upstream: str, model: str) -> dict[str, Any]:
 
 
 def cache_key(upstream: str, body: dict[str, Any], client: str | None = None) -> str:
-    """The store key of a chat body sent to `upstream` (calls.call_key's definition, with the
+    """The store key of a chat body sent to `upstream` (calls.store_key, with the
     whole messages: see the module's docstring). `client`, where answers are shared only among
     the clients of one key, is that key's keyed hash (`client_of`); None (every client shares the
     answer) leaves the key as it always was."""
     request = _integral({k: v for k, v in body.items() if k not in NOT_IN_KEY})
-    fields = {"identity": identity_of(upstream, body["model"]), "request": request}
-    if client is not None:
-        fields["client"] = client
-    return sha256_text(canonical_json(fields))
+    return store_key(identity_of(upstream, body["model"]), request, client)
 
 
 # The per-store secret that keys clients' keys (`client_secret`): 32 random bytes, in hex.
