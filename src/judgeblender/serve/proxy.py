@@ -15,7 +15,10 @@ body, as it was returned, as the raw output.
 
 Why it is built as it is:
 - an answer is returned only once it is committed, so a proxy killed at any moment has every
-  answer it returned in its store, and a restart serves them without an upstream call;
+  answer it returned in its store, and a restart serves them without an upstream call. Its row
+  goes in by the store's one door (CallStore.put_many_later) and is made and committed by the
+  store's writer process (on POSIX), so the event loop neither blocks on the commit nor hands
+  it to a thread;
 - a failed upstream call (an error status, a body that is not a completion, a finish reason that
   says the call failed) is passed back with its status and never stored as an answer;
 - concurrent identical deterministic requests make one upstream call (single flight): the first
@@ -405,6 +408,9 @@ class Proxy:
         import openai  # the SDK's HTTP client (httpx or httpx2, whichever it brings), with its defaults
 
         self.client = openai.DefaultAsyncHttpxClient(timeout=self.settings.timeout_s)
+        # the store's writer: its process, whose pipe the loop reads (POSIX only, not Windows' proactor
+        # loop); else this process, committing each answer before put_many_later returns
+        self.store.writer_for(child=os.name == "posix")
 
     async def close(self) -> None:
         if self.client is not None:
@@ -510,11 +516,21 @@ class Proxy:
         row = CallRow(key or sha256_text(f"sample:{uuid.uuid4().hex}"), BACKEND, identity_of(self.base, body["model"]),
                       proxied_request(masking.value(body)), result, None)
         try:
-            await asyncio.to_thread(self.store.put_many, [row])
-        except JudgeblenderError as exc:  # the answer could not be committed: it is not returned
-            return Outcome(507 if getattr(exc, "full", False) else 500,
-                           _error_body(f"the proxy could not store the answer: {exc}", "proxy_error"), passed, "error")
+            failed = await self.commit(row)
+        except JudgeblenderError as exc:
+            failed = exc
+        if failed is not None:  # the answer could not be committed: it is not returned
+            return Outcome(507 if getattr(failed, "full", False) else 500,
+                           _error_body(f"the proxy could not store the answer: {failed}", "proxy_error"), passed, "error")
         return Outcome(200, data, passed, "miss" if key else "pass")
+
+    async def commit(self, row: CallRow) -> BaseException | None:
+        """`row` committed, in a transaction of its own, by the store's writer: None once it is,
+        else the error naming the store. A request cancelled meanwhile leaves the row to be
+        committed all the same; nobody waits for it."""
+        committed = asyncio.get_running_loop().create_future()
+        self.store.put_many_later([row], None, lambda exc: committed.done() or committed.set_result(exc))
+        return await committed
 
     async def models(self, authorization: str | None) -> Outcome:
         try:
