@@ -22,13 +22,18 @@ import signal
 import sqlite3
 from pathlib import Path
 
+import json
+
 import numpy as np
 import pytest
-from test_ray_rows import table
+from openai_server import OpenAITestServer
+from test_ray_rows import inputs, table
+from test_served_writer import judge_for
 
 from judgeblender import masking
 from judgeblender.calls import CallRequest, CallResult, Message
 from judgeblender.errors import JudgeblenderError
+from judgeblender.judges import Judge, JudgeSpec, judge_pairs
 from judgeblender.store import CallStore
 from judgeblender.store.embeddings import get_vectors, put_vectors
 from judgeblender.store.rows import CallRow, JudgmentRows, Write, encode_vectors
@@ -160,3 +165,19 @@ def test_a_writer_process_that_ended_is_replaced_and_the_writer_kept(tmp_path):
         assert store.writer is writer and writer.process.proc.poll() is None
         store.put_many(calls[1:])
         assert store.count_calls() == 3
+
+
+def test_a_run_with_a_served_judge_chooses_the_writer_process_before_its_first_write(tmp_path):
+    """A panel whose first judge writes here (an instant scripted one) and whose second is served:
+    the run asks for the writer process before the first judge's rows (declare_writer), so the
+    served judge's rows are still made off its loop, and both judges' rows are stored."""
+    rules = tmp_path / "scripted.json"
+    rules.write_text(json.dumps({"rules": [{"contains": "", "probs": {"2": 0.9, "1": 0.1}}], "name": "s"}))
+    queries, corpus, pairs = inputs(10)
+    with OpenAITestServer(answers="2") as server:
+        with CallStore(tmp_path / "s.sqlite") as store:
+            run = judge_pairs([Judge(JudgeSpec(model=f"scripted:{rules}", mode="logprobs")), judge_for(server)],
+                              pairs, queries, corpus, store=store)
+            assert store.writer.kind == "child"
+            assert store.count_calls() == 20 and store.new_calls == 20
+    assert [len(j) for j in run.judgments.values()] == [10, 10]
