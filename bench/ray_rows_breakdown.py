@@ -7,7 +7,8 @@ the same script measures main and a branch:
     PYTHONPATH=src python bench/ray_rows_breakdown.py 10000
     PYTHONPATH=/path/to/main/src python bench/ray_rows_breakdown.py 10000
 
-Steps (nested: `commit` (store/sinks.py's RayRowsSink; `_write` before it) holds put_many's and
+Steps (nested: `commit` / `submit` (store/sinks.py's RayRowsSink, or its ChildWriter since issue
+40; `_write` before them) holds put_many's and
 put_judgments' writes): `commit` / `_write` (a transaction: rows made and written), `encode_call` /
 `encode_result` (a call's row), `put_judgments`,
 `encode_judgment`, `key` (a call's store key), `get_many` (lookups), `_hint` (what a worker is
@@ -70,8 +71,9 @@ def main() -> None:
     reads = module("judges.answers") or module("judges.engine")
     keying = module("judges.callpool") or module("judges.engine")
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
-    if sinks is not None:
-        timed(sinks.RayRowsSink, "commit")
+    if sinks is not None:  # the writer process's sink (RayRowsSink), or since issue 40 its writer (ChildWriter)
+        owner = getattr(sinks, "ChildWriter", None) or sinks.RayRowsSink
+        timed(owner, "submit" if owner.__name__ == "ChildWriter" else "commit")
     for owner, name in ((store_calls.CallStore, "_write"), (store_calls.CallStore, "put_judgments"),
                         (store_calls.CallStore, "get_many"), (compact.Texts, "encode_call"),
                         (compact.Texts, "encode_result"), (compact.Texts, "encode_judgment"), (RayBackend, "_hint"),

@@ -218,7 +218,7 @@ def test_a_store_written_through_its_writer_process_holds_the_rows_an_in_process
         with CallStore(tmp_path / name) as store:
             if child:
                 store.write_in_child()
-                assert store._writer is not None and store._writer.proc.pid != os.getpid()
+                assert store.writer.kind == "child" and store.writer.process.proc.pid != os.getpid()
             for start in range(0, 30, 7):
                 store.put_many(calls[start:start + 7])
             store.put_judgments("openai:m/umbrela/logprobs", judgments)
@@ -233,8 +233,8 @@ def test_a_writer_process_that_dies_fails_the_next_write_with_an_error_naming_th
     with CallStore(path) as store:
         store.write_in_child()
         store.put_many(calls[:1])
-        store._writer.proc.send_signal(signal.SIGKILL)
-        store._writer.proc.wait()
+        store.writer.process.proc.send_signal(signal.SIGKILL)
+        store.writer.process.proc.wait()
         with pytest.raises(JudgeblenderError, match=f"{path}: cannot write to the store .*writer process ended"):
             store.put_many(calls[1:])
     with CallStore(path) as store:
@@ -246,10 +246,10 @@ def test_ctrl_c_reaching_the_writer_process_leaves_it_writing(tmp_path):
     with CallStore(tmp_path / "s.sqlite") as store:
         store.write_in_child()
         store.put_many(calls[:1])
-        store._writer.proc.send_signal(signal.SIGINT)  # what Ctrl+C sends the whole process group
-        store._writer.proc.send_signal(signal.SIGTERM)
+        store.writer.process.proc.send_signal(signal.SIGINT)  # what Ctrl+C sends the whole process group
+        store.writer.process.proc.send_signal(signal.SIGTERM)
         store.put_many(calls[1:])
-        assert store._writer.proc.poll() is None and store.count_calls() == 2
+        assert store.writer.process.proc.poll() is None and store.count_calls() == 2
 
 
 def test_a_write_interrupted_while_it_waits_leaves_no_answer_for_the_next_write_to_read(tmp_path, monkeypatch):
@@ -271,6 +271,6 @@ def test_a_write_interrupted_while_it_waits_leaves_no_answer_for_the_next_write_
         with pytest.raises(KeyboardInterrupt):
             store.put_many(calls[1:2])
         with pytest.raises(sqlite3.OperationalError, match="no such table"):
-            store._writer.write([("INSERT INTO no_such_table VALUES (?)", [(1,)])])
+            store.writer.process.write([("INSERT INTO no_such_table VALUES (?)", [(1,)])])
         store.put_many(calls[2:])
         assert {c["key"] for c in store.iter_calls()} >= {"key0000", "key0002"}

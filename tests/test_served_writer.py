@@ -121,11 +121,11 @@ def test_a_served_run_stores_what_the_same_run_written_in_process_stores(tmp_pat
     with OpenAITestServer(answers="2") as server:
         with CallStore(tmp_path / "child.sqlite") as store:
             run = judge_pairs([judge_for(server)], pairs, queries, corpus, store=store)
-            assert store._writer is not None  # the rows went through the writer process
+            assert store.writer.kind == "child"  # the rows went through the writer process
         monkeypatch.setattr(OpenAICompatBackend, "served", False)
         with CallStore(tmp_path / "here.sqlite") as store:
             again = judge_pairs([judge_for(server)], pairs, queries, corpus, store=store)
-            assert store._writer is None
+            assert store.writer.kind == "here"
     judge_id = next(iter(run.judgments))
     assert [j.record() for j in run.judgments[judge_id].values()] == \
         [j.record() for j in again.judgments[judge_id].values()]
@@ -152,9 +152,9 @@ def test_a_writer_killed_mid_run_ends_the_run_naming_the_store_and_the_rerun_ask
         with CallStore(path) as store:
             def kill_writer_after_some_answers() -> None:
                 deadline = time.monotonic() + 60
-                while (server.request_count < 20 or store._writer is None) and time.monotonic() < deadline:
+                while (server.request_count < 20 or store.writer is None) and time.monotonic() < deadline:
                     time.sleep(0.005)
-                store._writer.proc.send_signal(signal.SIGKILL)
+                store.writer.process.proc.send_signal(signal.SIGKILL)
 
             killer = threading.Thread(target=kill_writer_after_some_answers)
             killer.start()
@@ -226,7 +226,7 @@ def test_a_writer_whose_pipe_is_numbered_past_1024_still_answers(tmp_path):
         calls, _ = calls_and_judgments(3)
         with CallStore(tmp_path / "s.sqlite") as store:
             store.write_in_child()
-            assert store._writer.proc.stdout.fileno() >= 1024
+            assert store.writer.process.proc.stdout.fileno() >= 1024
             store.put_many(calls)  # a synchronous write (as under Ray) waits on that pipe
             assert store.count_calls() == 3
     finally:

@@ -109,14 +109,26 @@ def canonical_json(obj: Any) -> str:
     return _CANONICAL.encode(obj)
 
 
+def store_key(identity: dict[str, Any], request: dict[str, Any], client: str | None = None) -> str:
+    """The store's one key rule: sha256 of the canonical JSON of {"identity": the model's
+    identity, "request": every field of the request that can change the answer}, and, where
+    answers are shared only among the clients of one credential (the proxy's forwarded keys),
+    "client": that credential's keyed hash. Without `client` the key is what it always was, so
+    every stored call keeps its key. `call_keys` builds the same text faster for many requests
+    (tests/test_store_key.py checks they agree); the proxy and the schema 4 migration use this."""
+    fields = {"identity": identity, "request": request}
+    if client is not None:
+        fields["client"] = client
+    return sha256_text(canonical_json(fields))
+
+
 def call_key(identity: dict[str, Any], request: CallRequest) -> str:
-    """The store key of a call: sha256 of the canonical JSON of {"identity": the model's
-    identity, "request": everything in the request}."""
+    """The store key of a call (`store_key` of its identity and its key fields)."""
     return call_keys(identity)(request)
 
 
 def call_keys(identity: dict[str, Any]) -> Callable[[CallRequest], str]:
-    """`call_key` for many requests to one model, the identity's JSON made once: canonical JSON
+    """`store_key` for many requests to one model, the identity's JSON made once: canonical JSON
     of {"identity", "request"} is the two values' canonical JSON in that order (sorted keys, no
     spaces), so the text is built from the two parts; and the request's is its settings' JSON
     (made once per distinct settings) around its messages' JSON, "messages" in its sorted place."""

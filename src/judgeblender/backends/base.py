@@ -37,7 +37,8 @@ class RowStore(Protocol):
         """A dictionary's bytes, for the processes that compress against it."""
 
     def write_in_child(self) -> None:
-        """From now on, the store's SQLite work runs in a process of its own."""
+        """Ask for the store's writer process (its SQLite work in a process of its own), chosen
+        if the store has no writer yet: a store already written here keeps writing here."""
 
 
 class LogprobsUnsupported(Exception):

@@ -166,7 +166,7 @@ class LlamaCppBackend(Backend):
 
             import llama_cpp
 
-            size, vocab, to_piece = 256, self.llm._model.vocab, llama_cpp.llama_token_to_piece
+            size, vocab, to_piece = 256, self.llm._model.vocab, llama_cpp.llama_token_to_piece  # private of llama_cpp
             buf = ctypes.create_string_buffer(size)  # one buffer: a piece longer than it returns -length
             self._max_piece = max(abs(to_piece(vocab, t, buf, size, 0, False)) for t in range(self._n_vocab))
         return max(self._max_piece, 1)
@@ -181,7 +181,7 @@ class LlamaCppBackend(Backend):
         size = 64
         while True:
             buf = ctypes.create_string_buffer(size)
-            n = llama_cpp.llama_token_to_piece(self.llm._model.vocab, token, buf, size, 0, False)
+            n = llama_cpp.llama_token_to_piece(self.llm._model.vocab, token, buf, size, 0, False)  # private of llama_cpp
             if n >= 0:
                 return buf.raw[:n]
             size = -n

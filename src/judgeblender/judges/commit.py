@@ -16,12 +16,14 @@ so the window's judgments are in the store when its last answer is, not written 
 (85-105 ms per 2,000 pairs with every call done and the loop idle). A judgment is derived from
 stored calls, so it needs no future: `drain` waits for the last of them.
 
-How a batch reaches the store is the store's (store/sinks.py): a served backend's answers are
-sent to the writer process as they are (`later`: CallStore.put_many_later), which makes and
-commits their rows while the loop goes on, and their future is done when its reply is read: the
-loop spends 5-7 us per answer on the message, not the 100-120 us of making and committing the
-row (docs/driver-costs.md). Any other batch is committed before `put_many` returns: here, or by
-the writer process from rows made here (Ray's rows, once the backend's store_rows started it).
+How a batch reaches the store is the store's one writer's (store/sinks.py), chosen once per
+store: a served backend's answers are sent for later (CallStore.put_many_later) and, with the
+writer process (write_in_child), as they are: it makes and commits their rows while the loop goes
+on, and their future is done when its reply is read: the loop spends 5-7 us per answer on the
+message, not the 100-120 us of making and committing the row (docs/driver-costs.md). Any other
+batch is committed before `put_many` returns: here, or by the writer process from rows made here
+(Ray's rows, once the backend's store_rows asked for it). `declare_writer` asks for the writer
+process before a run's first write, where any of its judges is served.
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ import math
 import os
 from typing import Any
 
+from collections.abc import Iterable
+
 from ..backends.base import Backend
 from ..store import CallStore
 from ..store.rows import CallRow, JudgmentRows
+from .judge import Judge
 
 GROUP = 512  # a worker's answers awaiting their commit at most (CallPool)
 FLUSH_EVERY_S = 0.02  # commits while nobody waits on them, at most one per this
@@ -47,6 +52,15 @@ def writes_later(backend: Backend) -> bool:
     return backend.served and os.name == "posix"
 
 
+def declare_writer(store: CallStore | None, judges: Iterable[object]) -> None:
+    """Before a run's first write, the writer its store needs (CallStore.writer_for chooses once
+    per store): the writer process where any of the run's judges writes later (a served one),
+    so that a judge run before it that writes here (an embedded model, a scorer's vectors) does
+    not choose this process for the served judge's rows as well."""
+    if store is not None and any(isinstance(j, Judge) and writes_later(j.backend) for j in judges):
+        store.write_in_child()
+
+
 class GroupCommit:
     """One judge's answers and judgments on their way to `store`, committed in groups."""
 
@@ -54,8 +68,8 @@ class GroupCommit:
         self.store = store
         self.judge_id = judge_id
         self.later = later
-        if later:  # the process starts now (0.6 ms), ready (100 ms) before the first answers
-            store.write_in_child()
+        if later:  # the writer process, unless the store has its writer: starts now (0.6 ms), ready
+            store.write_in_child()  # (100 ms) before the first answers
         self.pending: list[CallRow] = []  # rows for the next commit
         self.committed: asyncio.Future | None = None  # done once they are: one future per commit
         self.judgments: list[tuple[str, str, dict[str, Any]]] = []

@@ -30,7 +30,7 @@ from ..prompts import Step
 from ..store import CallStore
 from .answers import set_label
 from .callpool import Ask, CallPool
-from .commit import GroupCommit, writes_later
+from .commit import GroupCommit, declare_writer, writes_later
 from .judge import Judge, PairJudge
 from .judgment import Judgment, StepOutcome
 from .stats import JudgeStats, Reporter
@@ -228,6 +228,7 @@ async def judge_items(judges: list[Judge | PairJudge], items: list[tuple[Pair, d
     """Every judge over the same items, one after another (each judge's calls sorted on their own)."""
     judgments: dict[str, dict[Pair, Judgment]] = {}
     stats: dict[str, JudgeStats] = {}
+    declare_writer(store, judges)
     for judge in judges:
         if isinstance(judge, Judge):
             judgments[judge.id], stats[judge.id] = await run_judge(judge, items, store, reporter, flight)

@@ -22,6 +22,7 @@ from .. import arguments, asyncrun
 from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..judges import Judge, JudgeSpec, build_judge
 from ..judges.judge import check_distinct_ids
+from ..judges.commit import declare_writer
 from ..judges.engine import JudgeStats, Reporter, SilentReporter, run_judge
 from ..pairs import Pair
 from ..pairs.texts import text_problem
@@ -99,6 +100,7 @@ class Jury:
         prepared = self._items(items)
         reporter = reporter or SilentReporter()
         per_judge, stats = {}, {}
+        declare_writer(self.store, self.judges)
         for judge in self.judges:
             per_judge[judge.id], stats[judge.id] = await run_judge(judge, prepared, self.store, reporter)
         results = []

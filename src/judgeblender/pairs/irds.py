@@ -96,7 +96,7 @@ def _sources(download) -> list[str]:
     out = []
     for m in getattr(download, "mirrors", []):
         if isinstance(m, LocalDownload):
-            out.append(f"a local copy at {m._path}")
+            out.append(f"a local copy at {m._path}")  # private of ir_datasets
         else:
             out.append(str(getattr(m, "url", None) or getattr(m, "uri", None) or type(m).__name__))
     return out

@@ -15,7 +15,10 @@ body, as it was returned, as the raw output.
 
 Why it is built as it is:
 - an answer is returned only once it is committed, so a proxy killed at any moment has every
-  answer it returned in its store, and a restart serves them without an upstream call;
+  answer it returned in its store, and a restart serves them without an upstream call. Its row
+  goes in by the store's one door (CallStore.put_many_later) and is made and committed by the
+  store's writer process (on POSIX), so the event loop neither blocks on the commit nor hands
+  it to a thread;
 - a failed upstream call (an error status, a body that is not a completion, a finish reason that
   says the call failed) is passed back with its status and never stored as an answer;
 - concurrent identical deterministic requests make one upstream call (single flight): the first
@@ -58,7 +61,7 @@ from .. import masking
 from ..backends.openai_compat import parse_retry_after
 from ..backends.openai_keys import resolve_api_key
 from ..masking import public_base_url
-from ..calls import FAILED_CALL, CallRequest, CallResult, Message, canonical_json
+from ..calls import FAILED_CALL, CallRequest, CallResult, Message, canonical_json, store_key
 from ..errors import ArgumentError, BackendError, InputError, JudgeblenderError, shown
 from ..flight import SingleFlight
 from ..hashing import hmac_sha256_text, sha256_text
@@ -131,15 +134,12 @@ def identity_of(upstream: str, model: str) -> dict[str, Any]:
 
 
 def cache_key(upstream: str, body: dict[str, Any], client: str | None = None) -> str:
-    """The store key of a chat body sent to `upstream` (calls.call_key's definition, with the
+    """The store key of a chat body sent to `upstream` (calls.store_key, with the
     whole messages: see the module's docstring). `client`, where answers are shared only among
     the clients of one key, is that key's keyed hash (`client_of`); None (every client shares the
     answer) leaves the key as it always was."""
     request = _integral({k: v for k, v in body.items() if k not in NOT_IN_KEY})
-    fields = {"identity": identity_of(upstream, body["model"]), "request": request}
-    if client is not None:
-        fields["client"] = client
-    return sha256_text(canonical_json(fields))
+    return store_key(identity_of(upstream, body["model"]), request, client)
 
 
 # The per-store secret that keys clients' keys (`client_secret`): 32 random bytes, in hex.
@@ -408,6 +408,9 @@ class Proxy:
         import openai  # the SDK's HTTP client (httpx or httpx2, whichever it brings), with its defaults
 
         self.client = openai.DefaultAsyncHttpxClient(timeout=self.settings.timeout_s)
+        # the store's writer: its process, whose pipe the loop reads (POSIX only, not Windows' proactor
+        # loop); else this process, committing each answer before put_many_later returns
+        self.store.writer_for(child=os.name == "posix")
 
     async def close(self) -> None:
         if self.client is not None:
@@ -513,11 +516,21 @@ class Proxy:
         row = CallRow(key or sha256_text(f"sample:{uuid.uuid4().hex}"), BACKEND, identity_of(self.base, body["model"]),
                       proxied_request(masking.value(body)), result, None)
         try:
-            await asyncio.to_thread(self.store.put_many, [row])
-        except JudgeblenderError as exc:  # the answer could not be committed: it is not returned
-            return Outcome(507 if getattr(exc, "full", False) else 500,
-                           _error_body(f"the proxy could not store the answer: {exc}", "proxy_error"), passed, "error")
+            failed = await self.commit(row)
+        except JudgeblenderError as exc:
+            failed = exc
+        if failed is not None:  # the answer could not be committed: it is not returned
+            return Outcome(507 if getattr(failed, "full", False) else 500,
+                           _error_body(f"the proxy could not store the answer: {failed}", "proxy_error"), passed, "error")
         return Outcome(200, data, passed, "miss" if key else "pass")
+
+    async def commit(self, row: CallRow) -> BaseException | None:
+        """`row` committed, in a transaction of its own, by the store's writer: None once it is,
+        else the error naming the store. A request cancelled meanwhile leaves the row to be
+        committed all the same; nobody waits for it."""
+        committed = asyncio.get_running_loop().create_future()
+        self.store.put_many_later([row], None, lambda exc: committed.done() or committed.set_result(exc))
+        return await committed
 
     async def models(self, authorization: str | None) -> Outcome:
         try:

@@ -4,10 +4,11 @@ A call's key (`judgeblender.calls.call_key`) is the sha256 of the backend, the m
 and revision), the rendered messages and every decoding setting. Each finished call
 is committed at once (WAL journal), so a killed run loses only its in-flight calls and a
 re-run finds the rest here instead of calling the model again. API keys are never part of a
-request or identity, so they never reach this file. Under Ray the writes run in a process of
-their own (`write_in_child`, store/writer.py), off the driver's CPU, and a served run's rows are
-made and written there too (`put_many_later`), off its event loop; reads stay here. Which of
-the three ways a write takes is store/sinks.py's; each makes its rows with rows.encode_calls.
+request or identity, so they never reach this file. Every row goes in through one door,
+`CallStore.submit` (put_many, put_many_later, put_judgments and store.embeddings.put_vectors are
+its forms), to the store's one writer (store/sinks.py), chosen once (`writer_for`): this process,
+or a process of its own (store/writer.py) when a served or Ray judge says it needs one
+(`write_in_child`), off the driver's CPU or the served loop's; reads stay here.
 """
 
 from __future__ import annotations
@@ -30,9 +31,8 @@ from ..hashing import sha256_file
 from .compact import Texts, iso, text_id
 from .migrations import COMPACT_VERSION, MIGRATIONS
 from .wal import holds_commits
-from .rows import CallRow, JudgmentRows
-from .sinks import Done, InProcessSink, RayRowsSink, Sink, WriterProcessSink
-from .writer import StoreWriter
+from .rows import CallRow, JudgmentRows, Write
+from .sinks import ChildWriter, Done, HereWriter, Writer
 
 
 # What a user can do about a damaged store (docs/reliability.md): every answer in a store can be
@@ -141,13 +141,18 @@ def open_read_only(path: str | Path, **connect: Any) -> sqlite3.Connection:
 
 
 class StoreAccess:
-    """A store's lock, and the one place where an SQLite error raised while it is held becomes a
-    StoreError naming the file: damage found in the middle of a command (a corrupt page read
-    for the first time) ends it with one error line, not a traceback. No integrity check runs at
-    open (it reads every page: minutes on a large store); `store check` runs one."""
+    """A store's connection in this process (`db`), what it knows of the store's texts
+    (`texts`), and the lock that serialises their use: shared by the store's reads (CallStore)
+    and its writer (store/sinks.py), and by nothing outside store/. Held (`with access:`), it is
+    the one place where an SQLite error becomes a StoreError naming the file: damage found in
+    the middle of a command (a corrupt page read for the first time) ends it with one error
+    line, not a traceback. No integrity check runs at open (it reads every page: minutes on a
+    large store); `store check` runs one."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, db: sqlite3.Connection):
         self.path = path
+        self.db = db
+        self.texts = Texts(db)
         self._lock = threading.Lock()
 
     def __enter__(self) -> "StoreAccess":
@@ -159,6 +164,23 @@ class StoreAccess:
         if isinstance(exc, sqlite3.DatabaseError):
             raise store_error(self.path, exc) from None
         return False
+
+    def rollback(self) -> None:
+        """Roll back the open transaction, if SQLite still has one: after damage it may have
+        ended it already, and the error to report is the damage, not the failed rollback. The
+        texts this connection believed stored went with it, so they are forgotten."""
+        self.texts = Texts(self.db)
+        if self.db.in_transaction:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def write_failure(self, exc: sqlite3.Error) -> Exception:
+        """The error a failed write raises: naming this store."""
+        if isinstance(exc, sqlite3.OperationalError) and not is_full(exc):  # read-only, the writer gone
+            return StoreError(f"{self.path}: cannot write to the store ({exc})")
+        return store_error(self.path, exc)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -185,50 +207,49 @@ class CallStore:
             validate.sqlite_store(self.path, write=False, newest=len(MIGRATIONS), opener=open_read_only)
         elif read_only:  # opening it would make an empty store
             raise StoreError(f"{self.path}: no such store")
-        self._lock = StoreAccess(self.path)
         self.new_calls = 0
         self.cache_hits = 0
-        self._writer: StoreWriter | None = None  # write_in_child
+        self._writer: Writer | None = None  # chosen once, by writer_for
         self.redact_passages = redact_passages
         reason = unwritable(self.path)
         if reason is not None:
             if not read_only:
                 raise StoreError(f"{self.path}: cannot write to the store: {reason}; this command records what it "
                                  "does in the store: copy the store to writable storage, or give another store")
-            self._db = open_read_only(self.path, check_same_thread=False, isolation_level=None)
-            self._texts = Texts(self._db)
+            self.access = StoreAccess(self.path, open_read_only(self.path, check_same_thread=False,
+                                                                isolation_level=None))
             try:
                 self._check_version(reason)
             except BaseException:
-                self._db.close()
+                self.access.db.close()
                 raise
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
+            db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
         except sqlite3.DatabaseError as exc:
             raise store_error(self.path, exc) from None
-        self._texts = Texts(self._db)
+        self.access = StoreAccess(self.path, db)
         try:
-            with self._lock:
+            with self.access:
                 mode = self._wal_mode()
                 if mode.lower() != "wal":
                     raise JudgeblenderError(
                         f"{self.path}: the file system does not support SQLite's WAL journal (got {mode!r}); "
                         "put the store on a local disk"
                     )
-                self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.execute("PRAGMA busy_timeout=60000")
+                self.access.db.execute("PRAGMA synchronous=NORMAL")
+                self.access.db.execute("PRAGMA busy_timeout=60000")
             self._migrate()
         except BaseException:
-            self._db.close()
+            db.close()
             raise
 
     def _check_version(self, reason: str) -> None:
         """A store opened read-only is read as it is: one of an older schema would have to be
         upgraded (written) first."""
-        with self._lock:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        with self.access:
+            version = self.access.db.execute("PRAGMA user_version").fetchone()[0]
         if version != len(MIGRATIONS):
             raise StoreError(
                 f"{self.path}: the store has schema version {version} and must be upgraded to {len(MIGRATIONS)} before "
@@ -244,17 +265,17 @@ class CallStore:
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                return self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                return self.access.db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
 
     def _migrate(self) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self.access:
+            self.access.db.execute("BEGIN IMMEDIATE")
             try:
-                version = self._db.execute("PRAGMA user_version").fetchone()[0]
+                version = self.access.db.execute("PRAGMA user_version").fetchone()[0]
                 if version > len(MIGRATIONS):
                     raise JudgeblenderError(
                         f"{self.path}: store schema version {version} is newer than this judgeblender "
@@ -262,14 +283,14 @@ class CallStore:
                     )
                 for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
                     if callable(script):
-                        script(self._db)
+                        script(self.access.db)
                     else:
                         for statement in filter(str.strip, script.split(";")):
-                            self._db.execute(statement)
-                    self._db.execute(f"PRAGMA user_version={number}")
-                self._db.execute("COMMIT")
+                            self.access.db.execute(statement)
+                    self.access.db.execute(f"PRAGMA user_version={number}")
+                self.access.db.execute("COMMIT")
             except BaseException:
-                self.rollback()
+                self.access.rollback()
                 raise
             if 0 < version < COMPACT_VERSION <= len(MIGRATIONS):
                 self._reclaim()
@@ -278,20 +299,9 @@ class CallStore:
         """Give the pages an older schema's rows left free back to the file system (VACUUM). A
         store another process holds open is left as it is: new calls reuse the free pages."""
         try:
-            self._db.execute("VACUUM")
+            self.access.db.execute("VACUUM")
         except sqlite3.OperationalError:
             pass
-
-    def rollback(self) -> None:
-        """Roll back the open transaction, if SQLite still has one: after damage it may have
-        ended it already, and the error to report is the damage, not the failed rollback. The
-        texts this connection believed stored went with it, so they are forgotten."""
-        self._texts = Texts(self._db)
-        if self._db.in_transaction:
-            try:
-                self._db.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
 
     # -- calls -------------------------------------------------------------------------
     _SELECT = ("SELECT key, raw_output, parsed, probs, choice_mass, tokens_in, tokens_out, latency_s, extra, "
@@ -305,12 +315,12 @@ class CallStore:
         found: dict[str, StoredCall] = {}
         for start in range(0, len(keys), 500):
             chunk = keys[start:start + 500]
-            with self._lock:
+            with self.access:
                 if len(chunk) == 1:
-                    rows = self._db.execute(self._SELECT + "= ?", chunk).fetchall()
+                    rows = self.access.db.execute(self._SELECT + "= ?", chunk).fetchall()
                 else:
-                    rows = self._db.execute(self._SELECT + f"IN ({','.join('?' * len(chunk))})", chunk).fetchall()
-                extras = [self._texts.decode_extra(row[8], row[9]) for row in rows]
+                    rows = self.access.db.execute(self._SELECT + f"IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+                extras = [self.access.texts.decode_extra(row[8], row[9]) for row in rows]
             for (key, raw, parsed, probs, mass, tin, tout, lat, _, _), extra in zip(rows, extras):
                 result = CallResult(text=raw, probs=json.loads(probs) if probs else None, choice_mass=mass,
                                     tokens_in=tin or 0, tokens_out=tout or 0, latency_s=lat or 0.0, extra=extra or {})
@@ -325,38 +335,68 @@ class CallStore:
 
     def put_many(self, calls: Sequence[CallRow | tuple], judgments: JudgmentRows | tuple | None = None) -> None:
         """Record finished calls in one transaction, with `judgments` (a judge's records) in the
-        same one when given; committed before this returns: by this process, or by the writer
-        process once `write_in_child` has started it (the sink() of a store not written later)."""
-        self.sink().commit(calls, judgments, _committed)
+        same one when given; committed before this returns, by the store's writer."""
+        self.submit(Write(calls, judgments))
 
     def put_many_later(self, calls: Sequence[CallRow | tuple], judgments: JudgmentRows | tuple | None,
                        done: Done) -> None:
-        """put_many for an event loop that must not spend its CPU on rows (a served run): the
-        calls go as they are to the writer process (started the first time), which makes their
-        rows, exactly as put_many makes them, and commits them with `judgments` in one
-        transaction. `done(None)` is called in the running loop once they are committed, or
-        `done(error)` with the error put_many would have raised; `wait_writes` waits for every
-        `done` still to come."""
-        self.sink(later=True).commit(calls, judgments, done)
+        """put_many for an event loop that must not spend its CPU on rows (a served run, the
+        proxy): with a writer process (write_in_child), the calls go as they are to it, which
+        makes their rows, exactly as put_many makes them, and commits them with `judgments` in
+        one transaction; `done(None)` is called in the running loop once they are committed, or
+        `done(error)` with the error put_many would have raised, and `wait_writes` waits for
+        every `done` still to come. A store written here commits before this returns."""
+        self.submit(Write(calls, judgments), done)
 
-    def sink(self, later: bool = False) -> Sink:
-        """Where this store's writes go now (store/sinks.py): with `later`, to the writer process
-        as answers; else made here, and committed here or, once the writer process runs, there."""
-        if later:
-            return WriterProcessSink(self)
-        return InProcessSink(self) if self._writer is None else RayRowsSink(self)
+    def submit(self, write: Write, done: Done | None = None) -> None:
+        """The one door every row goes in by: `write`'s calls, judgments and vectors committed in
+        one transaction by the store's writer (`writer_for`: the first write chooses it, the
+        writer process for a write sent for later, else this process). Without `done`, committed
+        before this returns (raising what failed); with it, sent for later (put_many_later). Its
+        calls count in `new_calls` once committed."""
+        n = len(write.calls)
+
+        def counted(exc: BaseException | None) -> None:
+            if exc is None:
+                self.new_calls += n
+            if done is not None:
+                done(exc)
+
+        later = done is not None
+        self.writer_for(child=later).submit(write, counted, later=later)
+
+    @property
+    def writer(self) -> Writer | None:
+        """The store's one writer (store/sinks.py: `kind` "here" or "child"), or None before the
+        first write or write_in_child."""
+        return self._writer
+
+    def writer_for(self, child: bool) -> Writer:
+        """The store's writer, chosen here, once, by the first caller that needs one: a write
+        waited for (`child` False: this process), or one sent for later, or a judge whose rows
+        must leave this process (write_in_child): the writer process. Kept while the store is
+        open: every later write goes to it, whatever it would have chosen, so where a store's
+        rows go never changes in the middle of its use (a served judge after a store was
+        written here writes here too; judges.commit.declare_writer asks first where it can)."""
+        writer = self._writer
+        if writer is None:
+            with self.access:
+                writer = self._writer
+                if writer is None:
+                    writer = self._writer = (ChildWriter if child else HereWriter)(self.access, self.redact_passages)
+        return writer
+
+    def write_in_child(self) -> None:
+        """Say that this store's rows should be committed by a process of its own (store/writer.py),
+        for a driver whose CPU bounds the run (a Ray driver, a served run's loop, the proxy's):
+        chooses the writer process if no writer is chosen yet (writer_for), and replaces the
+        writer's process where it has ended. Reads stay here."""
+        self.writer_for(child=True).ready()
 
     def wait_writes(self) -> None:
         """Return once every write sent to the writer process has been answered (put_many_later)."""
-        with self._lock:
-            if self._writer is not None:
-                self._writer.wait()
-
-    def _write_failure(self, exc: sqlite3.Error) -> Exception:
-        """The error a failed write raises: naming this store."""
-        if isinstance(exc, sqlite3.OperationalError) and not is_full(exc):  # read-only, the writer gone
-            return StoreError(f"{self.path}: cannot write to the store ({exc})")
-        return store_error(self.path, exc)  # type: ignore[arg-type]
+        if self._writer is not None:
+            self._writer.wait()
 
     def row_hint(self, request: CallRequest, identity_id: int) -> tuple[int | None, int | None] | None:
         """What a Ray worker needs to make this call's row parts (Texts.row_hint: the dictionary
@@ -364,33 +404,24 @@ class CallStore:
         stores no prompt a worker could make. `identity_id` is text_id of the identity's JSON."""
         if self.redact_passages:
             return None
-        return self._texts.row_hint(request, identity_id)
+        return self.access.texts.row_hint(request, identity_id)
 
     def dictionary_bytes(self, dictionary: int) -> bytes:
         """A dictionary's bytes (a text of this store), for the Ray workers that compress against it."""
-        with self._lock:
-            return self._texts.dictionary_bytes(dictionary)
-
-    def write_in_child(self) -> None:
-        """From now on, rows go to the store through a process of its own (store.writer): the
-        SQLite work leaves this process, whose CPU bounds a Ray driver. Reads stay here."""
-        if self._writer is not None and self._writer.proc.poll() is not None:
-            self._writer.close()  # it ended (its last write failed, naming the store): a new one
-            self._writer = None
-        if self._writer is None:
-            self._writer = StoreWriter(self.path)
+        with self.access:
+            return self.access.texts.dictionary_bytes(dictionary)
 
     def count_calls(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+        with self.access:
+            return self.access.db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
 
     def iter_calls(self) -> Iterator[dict[str, Any]]:
         """Every call as schema 4 showed it (request with its messages, identity, ISO times),
         in the order they were stored; read in chunks, so memory stays bounded."""
         last: tuple = ()
         while True:
-            with self._lock:
-                rows = self._db.execute(
+            with self.access:
+                rows = self.access.db.execute(
                     "SELECT key, backend, identity, settings, dict, messages, raw_output, parsed, probs, choice_mass, "
                     "tokens_in, tokens_out, latency_s, created_at, extra, extra_dict FROM calls "
                     + ("WHERE (created_at, key) > (?, ?) " if last else "") + "ORDER BY created_at, key LIMIT 1000",
@@ -398,14 +429,14 @@ class CallStore:
                 records = []
                 for (key, backend, ident, settings, dictionary, blob, raw, parsed, probs, mass, tin, tout, lat,
                      created, extra, extra_dict) in rows:
-                    identity = json.loads(self._texts.get(ident))
+                    identity = json.loads(self.access.texts.get(ident))
                     records.append({
                         "key": key, "backend": backend, "model": str(identity.get("model", "")),
-                        "model_identity": identity, "request": self._texts.decode_request(settings, dictionary, blob),
+                        "model_identity": identity, "request": self.access.texts.decode_request(settings, dictionary, blob),
                         "raw_output": raw, "parsed": json.loads(parsed) if parsed else None,
                         "probs": json.loads(probs) if probs else None, "choice_mass": mass, "tokens_in": tin,
                         "tokens_out": tout, "latency_s": lat, "created_at": iso(created),
-                        "extra": self._texts.decode_extra(extra, extra_dict)})
+                        "extra": self.access.texts.decode_extra(extra, extra_dict)})
             if not rows:
                 return
             yield from records
@@ -413,11 +444,11 @@ class CallStore:
 
     def call_stats(self) -> dict[str, dict[str, float]]:
         """Per model: calls, tokens and seconds, for cost and time reports."""
-        with self._lock:
-            rows = self._db.execute(
+        with self.access:
+            rows = self.access.db.execute(
                 "SELECT backend, identity, COUNT(*), SUM(tokens_in), SUM(tokens_out), SUM(latency_s) "
                 "FROM calls GROUP BY 1, 2").fetchall()
-            named = [(f"{backend}:{json.loads(self._texts.get(ident)).get('model', '')}", n, tin, tout, lat)
+            named = [(f"{backend}:{json.loads(self.access.texts.get(ident)).get('model', '')}", n, tin, tout, lat)
                      for backend, ident, n, tin, tout, lat in rows]
         stats: dict[str, dict[str, float]] = {}
         for name, n, tin, tout, lat in sorted(named):
@@ -440,56 +471,51 @@ class CallStore:
         if judge_id is not None:
             query += " WHERE judge = ?"
             args = (text_id(judge_id),)
-        with self._lock:
-            rows = self._db.execute(query, args).fetchall()
-            out = [{"judge_id": self._texts.get(j), "qid": q, "docid": d,
-                    **self._texts.decode_judgment(label, probs, expected, reason, details)}
+        with self.access:
+            rows = self.access.db.execute(query, args).fetchall()
+            out = [{"judge_id": self.access.texts.get(j), "qid": q, "docid": d,
+                    **self.access.texts.decode_judgment(label, probs, expected, reason, details)}
                    for j, q, d, label, probs, expected, reason, details in rows]
         out.sort(key=lambda r: (r["judge_id"], r["qid"], r["docid"]))
         return out
 
     def judge_ids(self) -> list[str]:
-        with self._lock:
-            return sorted(self._texts.get(r[0]) for r in self._db.execute("SELECT DISTINCT judge FROM judgments"))
+        with self.access:
+            return sorted(self.access.texts.get(r[0]) for r in self.access.db.execute("SELECT DISTINCT judge FROM judgments"))
 
     # -- file hashes (model identity of local files, cached by size and mtime) ----------
     def file_sha256(self, path: str | Path) -> str:
         path = Path(path).resolve()
         st = path.stat()
-        with self._lock:
-            row = self._db.execute(
+        with self.access:
+            row = self.access.db.execute(
                 "SELECT sha256 FROM file_hashes WHERE path=? AND size=? AND mtime_ns=?",
                 (str(path), st.st_size, st.st_mtime_ns),
             ).fetchone()
         if row:
             return row[0]
         digest = sha256_file(path)
-        with self._lock:
-            self._db.execute(
+        with self.access:
+            self.access.db.execute(
                 "INSERT OR REPLACE INTO file_hashes VALUES (?,?,?,?)", (str(path), st.st_size, st.st_mtime_ns, digest)
             )
         return digest
 
     def integrity_check(self) -> str:
-        with self._lock:
-            return self._db.execute("PRAGMA integrity_check").fetchone()[0]
+        with self.access:
+            return self.access.db.execute("PRAGMA integrity_check").fetchone()[0]
 
     def close(self) -> None:
-        with self._lock:
+        with self.access:
             if self._writer is not None:
                 self._writer.close()
-                self._writer = None
-            self._db.close()
+            self.access.db.close()
 
     def __enter__(self) -> "CallStore":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _committed(exc: BaseException | None) -> None:
-    """put_many's `done`: a sink that commits here raises its failure, and calls this only after."""
 
 
 def export_jsonl(store: CallStore, out: str | Path) -> int:

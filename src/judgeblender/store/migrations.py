@@ -10,14 +10,8 @@ import json
 import sqlite3
 from collections.abc import Callable
 
-from ..calls import canonical_json
-from ..hashing import sha256_text
+from ..calls import canonical_json, store_key
 from .compact import CHUNK, Texts, compact_schema
-
-
-def _key(identity: dict, request: dict) -> str:
-    """`calls.call_key` from the stored JSON of an identity and a request (CallRequest.key_fields())."""
-    return sha256_text(canonical_json({"identity": identity, "request": request}))
 
 
 def rekey_served_calls(db: sqlite3.Connection) -> None:
@@ -34,11 +28,11 @@ def rekey_served_calls(db: sqlite3.Connection) -> None:
                       "ORDER BY created_at, key").fetchall()
     for key, identity_json, request_json in rows:
         identity, request = json.loads(identity_json), json.loads(request_json)
-        if "base_url" not in identity or _key(identity, request) != key:
+        if "base_url" not in identity or store_key(identity, request) != key:
             continue
         identity.pop("base_url")
         db.execute("UPDATE OR IGNORE calls SET key = ?, model_identity = ? WHERE key = ?",
-                   (_key(identity, request), canonical_json(identity), key))
+                   (store_key(identity, request), canonical_json(identity), key))
 
 
 # Backends that generate in this process, and record their finish reason since issue 15.
