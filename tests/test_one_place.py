@@ -27,7 +27,7 @@ from judgeblender.blend import Blender
 from judgeblender.blend.calibrate import fit_blend
 from judgeblender.blend.probability import check_thresholds
 from judgeblender.blend.votes import BallotTable, Vote, merge_tables
-from judgeblender.errors import ArgumentError
+from judgeblender.errors import ArgumentError, InputError
 from judgeblender.evaluate.agreement import agreement
 from judgeblender.evaluate.binary import alpha, binary_report
 from judgeblender.evaluate.estimate import estimate, estimate_pair_design, query_ppi
@@ -106,7 +106,7 @@ ARGUMENT_ERRORS = [
     ("a table's judges", lambda: BallotTable.from_votes([(("q", "d"), {"a": 1})]).only_judges(["b"]), "judges",
      "unknown judges ['b']"),
     ("two tables, one judge", lambda: merge_tables([BallotTable.from_votes([(("q", "d"), {"a": 1})])] * 2), "tables",
-     "the same judge id from two inputs: a"),
+     "judges with distinct ids, got two that share the id 'a'"),
     ("a learner", lambda: fit_blend(BallotTable.from_votes([(("q", "d"), {"a": 1})]), GOLD, "forest"), "learner",
      "unknown learner 'forest'"),
     ("kappa weights", lambda: cohen_kappa([1, 2], [1, 2], weights="cubic"), "weights", "unknown kappa weights"),
@@ -277,3 +277,181 @@ def test_a_tiebreaker_labelled_under_its_former_id_is_found_by_blend(before, mon
         assert done.returncode == 0, done.stderr
         assert ("tie-breaker of panel tb.toml: scripted:judge.json/house-umbrela/logprobs, labels from panel.qrels"
                 in done.stderr), done.stderr
+
+
+# -- issue 40, part 3: each rule once, and a test that fails on a second copy ----------------------
+# Each structural check below reads the source with `ast` and returns what it found outside the one
+# place; each is run on the project (nothing found) and on a planted copy (found), so a check that
+# could not see a second copy fails its own test.
+
+import ast  # noqa: E402
+import re  # noqa: E402
+
+PACKAGE = Path(jb.__file__).resolve().parent
+
+
+def sources() -> dict[str, str]:
+    """The package's modules by path relative to the package (`judges/judge.py`)."""
+    return {p.relative_to(PACKAGE).as_posix(): p.read_text(encoding="utf-8") for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def strings_in(node: ast.AST) -> list[ast.Constant]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def raises(tree: ast.AST) -> list[ast.Raise]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Raise) and n.exc is not None]
+
+
+# -- one duplicate-id check ------------------------------------------------------------------------
+
+ID_CHECK_HOME = "arguments.py"
+ID_CHECK_WORDS = re.compile(r"share[sd]? the id|distinct ids?\b|same judge id", re.I)
+
+
+def repeated_id_checks(modules: dict[str, str]) -> list[str]:
+    """Checks that two judges do not share an id outside arguments.distinct_ids: an error raised
+    with words of that rule, or `len(set(ids)) != len(ids)` over ids or judges."""
+    found = []
+    for path, text in modules.items():
+        if path == ID_CHECK_HOME:
+            continue
+        tree = ast.parse(text)
+        for node in raises(tree):
+            found += [f"{path}:{s.lineno}: {s.value!r}" for s in strings_in(node) if ID_CHECK_WORDS.search(s.value)]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+                sides = [ast.unparse(node.left), ast.unparse(node.comparators[0])]
+                if any(s.startswith("len(set(") for s in sides) and re.search(r"\bid|judge", " ".join(sides)):
+                    found.append(f"{path}:{node.lineno}: {' vs '.join(sides)}")
+    return found
+
+
+def test_one_duplicate_id_check_and_a_second_copy_is_found():
+    assert repeated_id_checks(sources()) == []
+    planted = {"judges/run.py": 'def check_ids(judges):\n    ids = [j.id for j in judges]\n'
+                                '    if len(set(ids)) != len(ids):\n'
+                                '        raise JudgeblenderError("two judges share the id: give each a distinct id")\n'}
+    found = repeated_id_checks(planted)
+    assert found == ["judges/run.py:4: 'two judges share the id: give each a distinct id'",
+                     "judges/run.py:3: len(set(ids)) vs len(ids)"], found
+
+
+def test_two_judges_sharing_an_id_are_one_argument_error_in_a_run_and_in_merged_tables(tiny):
+    """The engine raised a bare JudgeblenderError of its own words (judges/run.py check_ids) where
+    panels and juries raised this ArgumentError; now every meeting point raises the one."""
+    from judgeblender.backends.scripted import ScriptedBackend
+    from judgeblender.judges import judge_pairs
+    from judgeblender.judges.engine import judge_stream
+    from judgeblender.pairs import Pair, read_corpus, read_queries
+
+    data = read_queries(tiny / "queries.tsv"), read_corpus(tiny / "corpus.jsonl")
+    judge = Judge(JudgeSpec(model="scripted:x"), backend=ScriptedBackend(default="1"))
+    want = r"^judges: expected judges with distinct ids, got two that share the id 'scripted:x/umbrela/generate'"
+    with pytest.raises(ArgumentError, match=want):
+        judge_pairs([judge, judge], [Pair("1", "a")], *data)
+    with pytest.raises(ArgumentError, match=want):
+        judge_stream([judge, judge], [Pair("1", "a")], *data, on_window=lambda run, texts: None)
+    table = BallotTable.from_votes([(("q", "d"), {"a": 1})])
+    with pytest.raises(ArgumentError, match=r"^tables: expected judges with distinct ids, got two that share the id 'a'"):
+        merge_tables([table, table])
+
+
+def test_a_panel_file_naming_one_id_twice_names_its_line(tmp_path):
+    (tmp_path / "p.toml").write_text('[[judges]]\nid = "a"\n\n[[judges]]\nid = "b"\n\n[[judges]]\nid = "a"\n')
+    with pytest.raises(InputError) as caught:
+        load_blend_panel(tmp_path / "p.toml")
+    assert str(caught.value) == f"{tmp_path / 'p.toml'}:8: expected judge 3: a distinct id, got 'a'"
+
+
+# -- one judge-id builder, scorers included ----------------------------------------------------------
+
+ID_HOME = "judges/judge.py"
+
+
+def _is_model(node: ast.AST) -> bool:
+    return any(isinstance(n, (ast.Name, ast.Attribute, ast.Constant)) and
+               (getattr(n, "id", None) == "model" or getattr(n, "attr", None) == "model" or n == "model"
+                or (isinstance(n, ast.Constant) and n.value == "model"))
+               for n in ast.walk(node))
+
+
+def second_id_builders(modules: dict[str, str]) -> list[str]:
+    """Judge ids built outside judges/judge.py: a string of three parts joined by slashes
+    (MODEL/PROMPT/MODE), or an id given a judge's model (`spec.id or spec.model`, `id=model`,
+    `setdefault("id", model)`), as scorers were named before."""
+    found = []
+    for path, text in modules.items():
+        if path == ID_HOME:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            where = f"{path}:{getattr(node, 'lineno', 0)}: "
+            if isinstance(node, ast.JoinedStr):
+                parts = ["{}" if isinstance(v, ast.FormattedValue) else v.value for v in node.values]
+                if re.search(r"\{\}/\{\}/\{\}", "".join(parts)):
+                    found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join" \
+                    and isinstance(node.func.value, ast.Constant) and node.func.value.value == "/" \
+                    and re.search(r"prompt|mode", ast.unparse(node)):
+                found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "id"
+                                                      for t in node.targets) and _is_model(node.value):
+                found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.keyword) and node.arg == "id" and _is_model(node.value):
+                found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setdefault" \
+                    and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "id":
+                found.append(where + ast.unparse(node))
+    return found
+
+
+def test_one_judge_id_builder_and_a_second_copy_is_found():
+    assert second_id_builders(sources()) == []
+    planted = {"judges/embedding.py": "class S:\n    def __init__(self, spec):\n        self.id = spec.id or spec.model\n",
+               "api.py": 'def _spec(fields):\n    fields.setdefault("id", fields["model"])\n',
+               "panels/panel.py": 'def name(m, p, mode):\n    return f"{m}/{p}/{mode}"\n',
+               "cli/cascade.py": 'def name(spec):\n    return "/".join([spec.model, spec.prompt, spec.mode])\n'}
+    assert second_id_builders(planted) == [
+        "judges/embedding.py:3: self.id = spec.id or spec.model",
+        "api.py:2: fields.setdefault('id', fields['model'])",
+        "panels/panel.py:2: f'{m}/{p}/{mode}'",
+        "cli/cascade.py:2: '/'.join([spec.model, spec.prompt, spec.mode])"]
+
+
+SCORER_PANEL = '[[judges]]\nmodel = "embed:default"\n\n[[judges]]\nid = "other"\nmodel = "scripted:x"\n'
+
+
+def test_a_scorer_has_one_id_from_every_builder(tmp_path):
+    """A scorer was `embed:default` to the judge and `jb.panel([...])` but
+    `embed:default/umbrela/generate` to a panel file. Its model string is the id: the prompt and
+    mode a panel file gave it are not its own (a scorer reads neither)."""
+    (tmp_path / "p.toml").write_text(SCORER_PANEL)
+    ids = {
+        "build_judge": build_judge(JudgeSpec("embed:default")).id,
+        "jb.panel": jb.panel(["embed:default"]).judges[0].id,
+        "jb.panel dict": jb.panel([{"model": "embed:default", "prompt": "thomas"}]).judges[0].id,
+        "jb.panel file": jb.panel(str(tmp_path / "p.toml")).judges[0].id,
+        "load_panel": load_panel(tmp_path / "p.toml", "logprobs", {}).judges[0].id,
+        "load_blend_panel": load_blend_panel(tmp_path / "p.toml").judges[0],
+        "the panel file's judge": build_judge(load_panel(tmp_path / "p.toml", "generate", {}).judges[0]).id,
+    }
+    assert ids == dict.fromkeys(ids, "embed:default")
+
+
+@pytest.mark.parametrize("written_as", ["embed:default", "embed:default/umbrela/generate"])
+def test_a_scorers_labels_under_either_id_are_the_same_judges(tmp_path, written_as):
+    """The canonical id is the model string; the panel file's former MODEL/PROMPT/MODE is an
+    accepted alias (judges/judge.py `former_ids`): labels and details filed under either are the
+    panel member's, for `blend --panel` and for calibrate's mapping of ids to judges."""
+    (tmp_path / "p.toml").write_text(SCORER_PANEL)
+    (tmp_path / "scorer.qrels").write_text("q1 0 d1 3\nq1 0 d2 0\nq2 0 d3 1\n")
+    (tmp_path / "other.qrels").write_text("q1 0 d1 3\nq1 0 d2 1\nq2 0 d3 1\n")
+    done = cli(tmp_path, "blend", "--panel", "p.toml", f"{written_as}=scorer.qrels", "other=other.qrels",
+               "-o", "b.qrels")
+    assert done.returncode == 0, done.stderr
+    assert "members embed:default, other" in done.stderr, done.stderr
+    assert (tmp_path / "b.qrels").read_text().split("\n")[0].split()[-1] == "3"
+    panel = get_panel(str(tmp_path / "p.toml"), None, "generate", {})
+    specs = specs_for([written_as, "other"], panel.judges)
+    assert specs[written_as] is panel.judges[0] and specs[written_as].model == "embed:default"
+

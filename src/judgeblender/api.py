@@ -33,7 +33,7 @@ from .evaluate.leaderboard import DEFAULT_MEASURES
 from .evaluate.scope import DEFAULT_MIN_JUDGED
 from .judges import JudgeRun, JudgeSpec, resolve_pairs, summary_rows
 from .judges.engine import WINDOW
-from .judges.judge import DEFAULT_MIN_CHOICE_MASS, check_distinct_ids, check_mode, spec_id
+from .judges.judge import DEFAULT_MIN_CHOICE_MASS, check_mode, spec_id
 from .backends.registry import command_options, is_scorer
 from .panels.judging import JudgedFiles, RunOptions, judge_in_memory, judge_to_files
 from .panels.panel import Panel, ballots_from_run, get_panel
@@ -55,9 +55,7 @@ def _spec(judge: Any, prompt: str, run: RunOptions) -> JudgeSpec:
         raise ArgumentError("judges", "each judge a model string, a JudgeSpec or a dict with a 'model'", judge)
     fields = {**run.spec_fields(), **judge}
     fields["options"] = {**command_options(fields["model"], run.backend), **fields.get("options", {})}
-    if is_scorer(fields["model"]):
-        fields.setdefault("id", fields["model"])
-    else:
+    if not is_scorer(fields["model"]):  # a scorer's id is its model (judges/judge.py judge_id)
         fields.setdefault("prompt", prompt)
         fields.setdefault("mode", run.mode)
     return JudgeSpec(**fields)
@@ -95,7 +93,7 @@ def _panel(judges: Any, prompt: str, run: RunOptions, models: Sequence[str] | No
     if not specs:
         raise ArgumentError("judges", "at least one judge", judges)
     specs = [replace(s, id=spec_id(s)) for s in specs]
-    check_distinct_ids((s.id for s in specs), "judges")
+    arguments.distinct_ids("judges", (s.id for s in specs))
     return Panel(name="judges", judges=specs, source="a list of judges")
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Collection, Iterable, Mapping, Sized
+from collections.abc import Callable, Collection, Iterable, Mapping, Sized
 from numbers import Real
 from typing import Any
 
@@ -88,6 +88,24 @@ def confidence(value: Any, name: str = "confidence") -> float:
     """The confidence level of an interval, strictly between 0 and 1: the one check of it, for
     every function that gives an interval (agreement, correlate, the estimates, the experiment)."""
     return number_between(name, value, 0, 1)
+
+
+def distinct_ids(name: str, ids: Iterable[str],
+                 refuse: Callable[[int, str], Exception] | None = None) -> list[str]:
+    """The ids of judges put together (a run, a panel, a jury, tables side by side), each once:
+    two judges sharing an id would have their labels filed as one, the later overwriting the
+    earlier. The one check of it, wherever judges meet; `refuse(index, id)` builds the error of a
+    caller that can say more than the argument's name (a panel file names its line)."""
+    ids = list(ids)
+    seen: set[str] = set()
+    for n, jid in enumerate(ids):
+        if jid in seen:
+            if refuse is not None:
+                raise refuse(n, jid)
+            raise ArgumentError(name, "judges with distinct ids", described=f"two that share the id {jid!r}",
+                                hint="give each its own id")
+        seen.add(jid)
+    return ids
 
 
 def flag(name: str, value: Any) -> bool:

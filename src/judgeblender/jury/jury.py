@@ -21,7 +21,6 @@ from typing import Any
 from .. import arguments, asyncrun
 from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..judges import Judge, JudgeSpec, build_judge
-from ..judges.judge import check_distinct_ids
 from ..judges.engine import JudgeStats, Reporter, SilentReporter, run_judge
 from ..pairs import Pair
 from ..pairs.texts import text_problem
@@ -72,7 +71,7 @@ class Jury:
             if judge.mode == "logprobs" and any(s.output == "json" for s in judge.template.steps):
                 raise JudgeblenderError(f"{judge.id}: a JSON verdict must be generated; "
                                         "logprobs scoring cannot give one (use mode generate)")
-        check_distinct_ids(j.id for j in self.judges)
+        arguments.distinct_ids("judges", (j.id for j in self.judges))
         pool([], pooling, threshold, trim, tie)  # validate the settings now
         self.pooling, self.threshold, self.trim, self.tie, self.min_votes = pooling, threshold, trim, tie, min_votes
         self.store = CallStore(store) if isinstance(store, (str, Path)) else store
