@@ -286,6 +286,7 @@ def test_a_tiebreaker_labelled_under_its_former_id_is_found_by_blend(before, mon
 
 import ast  # noqa: E402
 import re  # noqa: E402
+from collections.abc import Collection  # noqa: E402
 
 PACKAGE = Path(jb.__file__).resolve().parent
 
@@ -454,4 +455,145 @@ def test_a_scorers_labels_under_either_id_are_the_same_judges(tmp_path, written_
     panel = get_panel(str(tmp_path / "p.toml"), None, "generate", {})
     specs = specs_for([written_as, "other"], panel.judges)
     assert specs[written_as] is panel.judges[0] and specs[written_as].model == "embed:default"
+
+
+# -- one confidence check, used by every entry point ------------------------------------------------
+
+ENTRY_MODULES = ("api.py", "workflow.py", "holes.py", "pyterrier.py")
+
+
+def _calls(node: ast.AST) -> list[str]:
+    return [ast.unparse(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)]
+
+
+def unchecked_confidence(modules: dict[str, str]) -> list[str]:
+    """Entry points (the public functions and methods of api, workflow, holes and pyterrier) that
+    take a `confidence` without calling arguments.confidence, themselves or through a helper of
+    their module; and anywhere, a confidence level checked by other means (its own bounds)."""
+    found = []
+    for path, text in modules.items():
+        if path == "arguments.py":
+            continue
+        tree = ast.parse(text)
+        funcs = {f.name: f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        checks = {name for name, f in funcs.items() if "arguments.confidence" in _calls(f)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and node.args[0].value == "confidence" and ast.unparse(node.func) != "arguments.confidence":
+                found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+            if isinstance(node, ast.Compare) and "confidence" in {getattr(n, "id", getattr(n, "attr", None))
+                                                                   for n in [node.left, *node.comparators]} \
+                    and any(isinstance(n, ast.Constant) and isinstance(n.value, (int, float))
+                            for n in [node.left, *node.comparators]):
+                found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+        if path not in ENTRY_MODULES:
+            continue
+        for name, f in funcs.items():
+            params = [a.arg for a in (*f.args.args, *f.args.kwonlyargs)]
+            if name.startswith("_") or "confidence" not in params:
+                continue
+            if not ({name} | set(_calls(f))) & checks:
+                found.append(f"{path}:{f.lineno}: {name} takes a confidence and does not check it")
+    return found
+
+
+def test_every_entry_point_checks_the_confidence_level_in_one_place():
+    assert unchecked_confidence(sources()) == []
+    planted = {"workflow.py": 'def report(out, *, confidence=0.95):\n'
+                              '    arguments.number_between("confidence", confidence, 0, 1)\n',
+               "holes.py": 'def fill(gold, *, confidence=0.95):\n    return gold\n',
+               "report/data.py": 'def check(inputs):\n    if not 0 < inputs.confidence < 1:\n        raise ValueError\n'}
+    assert unchecked_confidence(planted) == [
+        "workflow.py:2: arguments.number_between('confidence', confidence, 0, 1)",
+        "workflow.py:1: report takes a confidence and does not check it",
+        "holes.py:1: fill takes a confidence and does not check it",
+        "report/data.py:2: 0 < inputs.confidence < 1"]
+
+
+def test_the_entry_points_that_skipped_it_refuse_a_level_in_its_words(tmp_path):
+    """api's measuring functions, workflow's estimate and report, and holes' fill restated the
+    check (number_between with its own 0 and 1); they now call arguments.confidence, so a change
+    of the one check reaches them. The message is the one check's."""
+    from judgeblender import arguments
+
+    calls = {
+        "jb.correlate": lambda c: jb.correlate(GOLD, {"p": GOLD}, ONE_RUN, confidence=c),
+        "jb.estimate": lambda c: jb.estimate(ONE_RUN, llm_labels=GOLD, seed=GOLD, design="d.json", confidence=c),
+        "jb.write_report": lambda c: jb.write_report(ONE_RUN, GOLD, {"p": GOLD}, out=tmp_path / "r.html",
+                                                     confidence=c),
+    }
+    original = arguments.confidence
+    seen = []
+
+    def spy(value, name="confidence"):
+        seen.append(name)
+        return original(value, name)
+
+    for name, call in calls.items():
+        with pytest.raises(ArgumentError, match=r"^confidence: expected a number between 0 and 1 \(exclusive\)"):
+            call(1.5)
+        arguments.confidence = spy
+        try:
+            with pytest.raises(ArgumentError):
+                call(1.5)
+        finally:
+            arguments.confidence = original
+    assert len(seen) == len(calls), seen
+
+
+# -- one declaration of each bound -------------------------------------------------------------------
+
+RESTATING_CHECKS = {"number_between", "number_from_to", "integer", "positive_int", "non_negative_int", "share"}
+
+
+def restated_bounds(modules: dict[str, str], bounded: Collection[str]) -> list[str]:
+    """Bounds of `bounded` arguments (arguments.BOUNDS) written outside arguments.py: a comparison of
+    such an argument with a number, a check that takes its own numbers for it, a table entry of
+    numbers under its name (as cli/checks.py NUMBERS had), or an option's own min or max."""
+    found = []
+    for path, text in modules.items():
+        if path == "arguments.py":
+            continue
+        for node in ast.walk(ast.parse(text)):
+            where = f"{path}:{getattr(node, 'lineno', 0)}: "
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                names = {getattr(n, "id", getattr(n, "attr", None)) for n in sides}
+                if names & set(bounded) and any(isinstance(n, ast.Constant) and type(n.value) in (int, float)
+                                                for n in sides):
+                    found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.Call):
+                func = ast.unparse(node.func).rpartition(".")[2]
+                first = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+                if func in RESTATING_CHECKS and first in bounded:
+                    found.append(where + ast.unparse(node))
+                flags = {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+                if {f"--{b.replace('_', '-')}" for b in bounded} & flags and any(
+                        k.arg in ("min", "max") and isinstance(k.value, ast.Constant) for k in node.keywords):
+                    found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if isinstance(key, ast.Constant) and key.value in bounded and isinstance(value, ast.Tuple) \
+                            and any(isinstance(e, ast.Constant) and type(e.value) in (int, float) for e in value.elts):
+                        found.append(where + f"{key.value!r}: {ast.unparse(value)}")
+    return found
+
+
+def test_each_bound_is_declared_once_and_a_second_declaration_is_found():
+    from judgeblender import arguments
+    from judgeblender.cli.checks import NUMBERS
+
+    assert restated_bounds(sources(), arguments.BOUNDS) == []
+    assert all(NUMBERS[name] == bound[:4] for name, bound in arguments.BOUNDS.items())  # the CLI's are these
+    planted = {
+        "cli/checks.py": 'NUMBERS = {"min_choice_mass": (0, 1, False, False), "timeout": (0, None, True, False)}\n',
+        "cli/options.py": 'M = typer.Option("--min-choice-mass", min=0.0, max=1.0)\n',
+        "judges/judge.py": 'def check(mass):\n    return arguments.number_from_to("min_choice_mass", mass, 0.0, 1.0)\n',
+        "report/data.py": 'def check(inputs):\n    if not 0 <= inputs.min_judged <= 1:\n        raise ValueError\n',
+    }
+    assert restated_bounds(planted, arguments.BOUNDS) == [
+        "cli/checks.py:1: 'min_choice_mass': (0, 1, False, False)",
+        "cli/options.py:1: typer.Option('--min-choice-mass', min=0.0, max=1.0)",
+        "judges/judge.py:2: arguments.number_from_to('min_choice_mass', mass, 0.0, 1.0)",
+        "report/data.py:2: 0 <= inputs.min_judged <= 1"]
 

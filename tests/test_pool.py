@@ -20,7 +20,7 @@ import typer
 from typer.testing import CliRunner
 
 from judgeblender.cli import pool as pool_cli
-from judgeblender.errors import InputError, JudgeblenderError
+from judgeblender.errors import ArgumentError, InputError, JudgeblenderError
 from judgeblender.pairs import read_pairs, read_runs_dir
 from judgeblender.pairs.pool import (
     PoolPair, default_bands, drop_duplicate_texts, exclude_judged, parse_bands, pool_runs, read_query_ids,
@@ -72,7 +72,7 @@ def test_ties_are_broken_as_trec_eval_does(runs_dir):
 
 
 def test_depth_must_be_positive(runs_dir):
-    with pytest.raises(JudgeblenderError, match="--depth"):
+    with pytest.raises(ArgumentError, match=r"^depth: expected an integer of at least 1, got 0$"):  # the argument
         pool_runs(read_runs_dir(runs_dir), depth=0)
 
 

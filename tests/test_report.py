@@ -274,8 +274,11 @@ def test_compare_table_marks_holes(data):
 
 
 def test_min_judged_is_a_share(data):
-    res = invoke(make_app(compare_cli), "compare", "--qrels", data["good"], "--runs", data["runs"], "--min-judged", 90)
-    assert "--min-judged is a share between 0 and 1, got 90" in str(res.exception)
+    from judgeblender.cli.checks import checked
+
+    res = invoke(checked(make_app(compare_cli)), "compare", "--qrels", data["good"], "--runs", data["runs"],
+                 "--min-judged", 90)
+    assert str(res.exception).startswith("--min-judged: expected a number in [0, 1], got "), res.exception
 
 
 # --- with a human seed: the leaderboard with PPI++ intervals and the significant orderings --------

@@ -353,7 +353,7 @@ def calibrate(labels: Any, gold: Any, learner: str = "thresholds", *, folds: int
     """Learn how to blend a jury (learner: thresholds, weights or logistic) on gold labels, scored
     on held-out queries (k folds by query). A warning says when a single member beats the blend."""
     arguments.one_of("learner", learner, LEARNERS)
-    arguments.integer("folds", folds, 2)
+    arguments.bounded("folds", folds)
     arguments.one_of("tie", tie, TIE_RULES)
     arguments.optional_seed("seed", seed)
     table, gold_qrels = ballots(labels), convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")
@@ -397,9 +397,9 @@ def _agreement(gold: dict[str, dict[str, int]], pred: list, name: str, invalid: 
 def _measuring(bootstrap: Any, seed: Any, confidence: Any) -> None:
     """The bootstrap's settings, shared by agreement, Judged.agreement and correlate: 0 samples
     disables the intervals (documented), a negative or fractional count is an error."""
-    arguments.non_negative_int("bootstrap", bootstrap)
+    arguments.bounded("bootstrap", bootstrap)
     arguments.non_negative_int("seed", seed)
-    arguments.number_between("confidence", confidence, 0, 1)
+    arguments.confidence(confidence)
 
 
 def named_labels(predictions: Any) -> list[tuple[str, str, Any]]:
@@ -427,7 +427,7 @@ def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str]
 
     measures = arguments.sequence("measures", measures, "measures (ir_measures names such as nDCG@10)")
     _measuring(bootstrap, seed, confidence)
-    arguments.share("min_judged", min_judged)
+    arguments.bounded("min_judged", min_judged)
     arguments.non_empty("predictions", predictions, "one set of labels")
     arguments.non_empty("runs", runs, "one run")
     gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")

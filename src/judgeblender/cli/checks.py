@@ -28,22 +28,22 @@ from typing import Any
 import typer
 from typer.core import TyperCommand
 
-from .. import paths, validate
+from .. import arguments, paths, validate
 from ..errors import ArgumentError
 from ..pairs.irds import is_irds
 from . import usage
 
 # Numbers, by parameter name (the same meaning wherever they appear): (low, high, low_open, high_open).
+# A number the library checks too takes its range from the library's one declaration
+# (arguments.BOUNDS); the rest are the command line's own.
 NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
+    **{name: bound[:4] for name, bound in arguments.BOUNDS.items()},
     "timeout": (0, None, True, False), "concurrency": (1, None, False, False), "threads": (1, None, False, False),
-    "depth": (1, None, False, False), "limit": (1, None, False, False), "context_tokens": (1, None, False, False),
-    "ray_workers": (1, None, False, False), "port": (0, 65535, False, False), "bootstrap": (0, None, False, False),
-    "confidence": (0, 1, True, True), "folds": (2, None, False, False),
+    "limit": (1, None, False, False), "context_tokens": (1, None, False, False),
     "outer_folds": (0, None, False, False), "exhaustive_max": (1, None, False, False),
-    "time_limit": (0, None, True, False), "min_judged": (0, 1, False, False), "trim": (0, 0.5, False, True),
-    "min_votes": (1, None, False, False), "budget": (0, None, False, False), "sample": (1, None, False, False),
-    "spread": (0, 4, False, False), "margin": (0, 1, False, False), "min_choice_mass": (0, 1, False, False), "sample_queries": (1, None, False, False),
-    "sample_pairs": (0, None, True, False), "target_width": (0, None, True, False), "window": (1, None, False, False),
+    "time_limit": (0, None, True, False), "trim": (0, 0.5, False, True),
+    "budget": (0, None, False, False), "sample_queries": (1, None, False, False),
+    "sample_pairs": (0, None, True, False),
     "max_body": (1, None, False, False), "max_pairs": (1, None, False, False), "max_queue": (1, None, False, False),
     "max_reading": (1, None, False, False), "read_timeout": (0, None, True, False),
     # score thresholds and bands: scales differ by scorer (cosine, 0-3, probabilities), so only finite

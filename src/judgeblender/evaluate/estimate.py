@@ -526,8 +526,7 @@ def plan(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, *, t
     itself uncertain, so plan for the larger runs' needs and re-check with `estimate` afterwards.
     """
     runs = list(runs)  # an iterator of runs is read once
-    if not target_width > 0:
-        raise JudgeblenderError(f"--target-width must be positive, got {target_width}")
+    arguments.bounded("target_width", target_width)
     result = estimate(llm, human, runs, measures, confidence=confidence, llm_path=llm_path,
                       human_path=human_path, design=design, design_path=design_path, pairs=False)
     seed = sorted(q for q, d in human.items() if d)

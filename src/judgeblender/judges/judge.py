@@ -119,7 +119,7 @@ def check_invalid_policy(policy: object) -> str:
 
 def check_min_choice_mass(mass: object) -> float:
     """logprobs mode's least share of the next-token mass on the label tokens: 0 to 1."""
-    return arguments.number_from_to("min_choice_mass", mass, 0.0, 1.0)
+    return arguments.bounded("min_choice_mass", mass)
 
 
 def check_spec(spec: JudgeSpec, template: PromptTemplate | None = None) -> PromptTemplate:

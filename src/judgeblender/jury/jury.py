@@ -63,7 +63,7 @@ class Jury:
         judges = list(judges) if isinstance(judges, Iterable) and not isinstance(judges, (str, bytes)) else []
         if not judges:  # a jury of no member could decide nothing
             raise ArgumentError("judges", "a list of at least one JudgeSpec or Judge", given)
-        arguments.positive_int("min_votes", min_votes)
+        arguments.bounded("min_votes", min_votes)
         self.judges = [j if isinstance(j, Judge) else build_judge(j) for j in judges]
         for judge in self.judges:
             if not isinstance(judge, Judge):

@@ -16,7 +16,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InputError, JudgeblenderError
+from .. import arguments
+from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..fileio import atomic_write_text
 from .qrels import PAIRS_ONLY, Qrels, read_qrels
 from .queries import read_queries
@@ -49,8 +50,7 @@ class RunContribution:
 
 def pool_runs(runs: Sequence[Run], depth: int, queries: Collection[str] | None = None) -> list[PoolPair]:
     """The union of every run's top `depth`, ordered by query, then best rank, then docid."""
-    if depth < 1:
-        raise JudgeblenderError(f"--depth must be 1 or more, got {depth}")
+    arguments.bounded("depth", depth)
     by_pair: dict[tuple[str, str], PoolPair] = {}
     for run in runs:
         for qid in run.ranking:
@@ -165,17 +165,16 @@ def spread(total: int, capacities: Sequence[int], rng: random.Random) -> list[in
     return quota
 
 
-def stratified_sample(pairs: Sequence[PoolPair], n: int, seed: int,
+def stratified_sample(pairs: Sequence[PoolPair], sample: int, seed: int,
                       bands: Sequence[tuple[int, int]]) -> list[PoolPair]:
-    """`n` pairs spread evenly over queries, then within each query over rank bands.
+    """`sample` pairs spread evenly over queries, then within each query over rank bands.
 
     A query or band with too few pairs gives its share to the others. The draw depends on
     the seed and the pool only, so it can be repeated.
     """
-    if n < 1:
-        raise JudgeblenderError(f"--sample must be 1 or more, got {n}")
+    n = arguments.bounded("sample", sample)
     if n > len(pairs):
-        raise JudgeblenderError(f"--sample {n} is larger than the pool ({len(pairs)} pairs)")
+        raise ArgumentError("sample", f"a sample no larger than the pool ({len(pairs)} pairs)", n)
     rng = random.Random(seed)
     strata: dict[str, list[list[PoolPair]]] = {}
     for p in pairs:

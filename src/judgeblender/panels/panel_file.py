@@ -69,6 +69,12 @@ def judge_id_fields(judge_id: str) -> tuple[str, str, str] | None:
     return (parts[0], parts[1], parts[2]) if len(parts) == 3 and ":" in parts[0] and parts[2] in MODES else None
 
 
+def _span(name: str) -> str:
+    """LOW..HIGH of a bound declared in arguments.BOUNDS, as a panel file's errors say it."""
+    bound = arguments.BOUNDS[name]
+    return f"{bound.low:g}..{bound.high:g}"
+
+
 def _q(text: str) -> str:
     return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -343,11 +349,13 @@ def read_tiebreaker_table(path: str | Path, mode: str = "generate", need_model: 
     spread, margin = table.get("spread", DEFAULT_SPREAD), table.get("margin")
     if margin is not None:
         spread = None
-        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 1:
-            raise InputError(path, where.key("margin", header), "[tiebreaker]: margin, a number 0..1", str(margin))
+        if not arguments.in_bounds("margin", margin):
+            raise InputError(path, where.key("margin", header), "[tiebreaker]: margin, a number "
+                             f"{_span('margin')}", str(margin))
         margin = float(margin)
-    elif isinstance(spread, bool) or not isinstance(spread, int) or not 0 <= spread <= 4:
-        raise InputError(path, where.key("spread", header), "[tiebreaker]: spread, an integer 0..4", str(spread))
+    elif not arguments.in_bounds("spread", spread):
+        raise InputError(path, where.key("spread", header), f"[tiebreaker]: spread, an integer {_span('spread')}",
+                         str(spread))
     prompt, jmode = table.get("prompt", "umbrela"), table.get("mode", mode)
     tid, aliases = table.get("id"), ()
     if not tid and model:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import arguments
 from ..arguments import spoken
 from ..errors import InputError, JudgeblenderError
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
@@ -141,8 +142,7 @@ def _names(paths: list[Path]) -> list[str]:
 
 def collect(inputs: ReportInputs, labels: ReportLabels | None = None) -> ReportData:
     """What the report shows, from `labels` (read from the files of `inputs` when None)."""
-    if not 0 <= inputs.min_judged <= 1:
-        raise JudgeblenderError(f"--min-judged is a share between 0 and 1, got {inputs.min_judged}")
+    arguments.bounded("min_judged", inputs.min_judged)
     if not inputs.preds:
         raise JudgeblenderError("the report needs at least one --pred qrels")
     if inputs.design is not None and inputs.seed_qrels is None:
