@@ -27,7 +27,7 @@ from judgeblender.blend import Blender
 from judgeblender.blend.calibrate import fit_blend
 from judgeblender.blend.probability import check_thresholds
 from judgeblender.blend.votes import BallotTable, Vote, merge_tables
-from judgeblender.errors import ArgumentError, InputError
+from judgeblender.errors import ArgumentError, InputError, JudgeblenderError
 from judgeblender.evaluate.agreement import agreement
 from judgeblender.evaluate.binary import alpha, binary_report
 from judgeblender.evaluate.estimate import estimate, estimate_pair_design, query_ppi
@@ -597,3 +597,122 @@ def test_each_bound_is_declared_once_and_a_second_declaration_is_found():
         "judges/judge.py:2: arguments.number_from_to('min_choice_mass', mass, 0.0, 1.0)",
         "report/data.py:2: 0 <= inputs.min_judged <= 1"]
 
+
+# -- library errors name arguments; the command line tells them as its flags ------------------------
+
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+QUOTED_COMMAND = re.compile(r"`[^`]*`")  # a command to run (`pool --sample-queries`) is not this call's flag
+
+
+def _error_strings(tree: ast.AST) -> list[ast.Constant]:
+    """The strings of what the library raises: a raise, an error built (`...Error(...)`, an error's
+    own `__init__`), and a hint kept for one."""
+    found: list[ast.Constant] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            found += strings_in(node.exc)
+        elif isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if name.endswith(("Error", "Exception", "__init__")):
+                found += [s for arg in [*node.args, *(k.value for k in node.keywords)] for s in strings_in(arg)]
+        elif isinstance(node, ast.Assign) and any("hint" in ast.unparse(t) for t in node.targets):
+            found += strings_in(node.value)
+    return found
+
+
+def flags_in_library_errors(modules: dict[str, str]) -> list[str]:
+    """Library errors (every module but cli/ and __main__) that name a command-line flag."""
+    found = []
+    for path, text in modules.items():
+        if path.startswith("cli/") or path == "__main__.py":
+            continue
+        for s in _error_strings(ast.parse(text)):
+            if FLAG.search(QUOTED_COMMAND.sub("", s.value)):
+                found.append(f"{path}:{s.lineno}: {s.value!r}")
+    return sorted(set(found))
+
+
+def test_library_errors_name_no_flag_and_a_flag_planted_in_one_is_found():
+    assert flags_in_library_errors(sources()) == []
+    planted = {"pairs/pool.py": 'def pool_runs(runs, depth):\n    if depth < 1:\n'
+                                '        raise JudgeblenderError(f"--depth must be 1 or more, got {depth}")\n',
+               "judges/inputs.py": 'def text_error(problem):\n    hint = "; pass --skip-missing to judge the rest"\n'
+                                   '    return JudgeblenderError(problem + hint)\n',
+               "errors.py": 'class MissingItemsError(JudgeblenderError):\n    def __init__(self, n):\n'
+                            '        super().__init__(f"{n} missing; pass --skip-missing")\n',
+               "evaluate/estimate.py": 'def f():\n    raise JudgeblenderError("draw one with `pool --sample-queries`")\n',
+               "cli/pool.py": 'def f():\n    raise JudgeblenderError("--depth is the pool depth")\n'}
+    assert flags_in_library_errors(planted) == [
+        "errors.py:3: ' missing; pass --skip-missing'",
+        "judges/inputs.py:2: '; pass --skip-missing to judge the rest'",
+        "pairs/pool.py:3: '--depth must be 1 or more, got '"]
+
+
+LIBRARY_ERRORS = [  # (call, the Python argument's words), each once named a CLI flag
+    (lambda: __import__("judgeblender.pairs.pool", fromlist=["x"]).pool_runs([], depth=0),
+     r"^depth: expected an integer of at least 1, got 0$"),
+    (lambda: __import__("judgeblender.pairs.pool", fromlist=["x"]).parse_bands("1-3,x", 10),
+     r"^bands: expected ranges such as 1-3,4-10, got 'x'$"),
+    (lambda: __import__("judgeblender.pairs.pool", fromlist=["x"]).stratified_sample([], 0, 0, [(1, 10)]),
+     r"^sample: expected an integer of at least 1, got 0$"),
+    (lambda: estimate(GOLD, GOLD, ONE_RUN, ["P@1"], target="everything"),
+     r"^target: expected one of 'collection', 'superpopulation', got 'everything'$"),
+    (lambda: __import__("judgeblender.evaluate.estimate", fromlist=["x"]).plan(
+        GOLD, GOLD, ONE_RUN, ["P@1"], target_width=0), r"^target_width: expected a number greater than 0, got 0$"),
+    (lambda: __import__("judgeblender.pairs.design", fromlist=["x"]).draw_pair_design([], 1, 10, "all", 0),
+     r"^weights: expected 'runs' or 'uniform', got 'all'$"),
+    (lambda: __import__("judgeblender.serve.server", fromlist=["x"]).check_exposure("0.0.0.0", False),
+     r"^host: expected a loopback address .* unless token_file= is given, got '0.0.0.0'; .* pass token_file=FILE"),
+    (lambda: __import__("judgeblender.backends.ray_executor", fromlist=["x"])._host_port("h:x", 1),
+     r"^ray: expected local, auto, HOST:PORT or ray://HOST:PORT, got 'h:x'$"),
+    (lambda: __import__("judgeblender.errors", fromlist=["x"]).MissingItemsError("query", ["q9"], 3, "q.tsv"),
+     r"pass skip_missing=True to judge the rest"),
+]
+
+
+@pytest.mark.parametrize("call,words", LIBRARY_ERRORS, ids=[w[:30] for _, w in LIBRARY_ERRORS])
+def test_library_errors_name_the_python_argument(call, words):
+    try:
+        error = call()
+    except JudgeblenderError as exc:
+        error = exc
+    assert isinstance(error, JudgeblenderError) and re.search(words, str(error)), error
+    assert not FLAG.search(str(error)), str(error)
+
+
+def test_the_cli_tells_every_argument_an_error_names_as_its_flag_through_the_one_map():
+    """cli/usage.py `told`: the argument an error is about and every other it names, in the flags
+    of the command (its own parameters, else arguments.CLI_FLAGS through `spoken`)."""
+    from judgeblender.cli.usage import told
+    from judgeblender.errors import MissingItemsError
+
+    flags = {"depth": "--depth", "skip_missing": "--skip-missing", "bands": "--bands", "seed_qrels": "--seed-qrels",
+             "out": "--out", "force": "--force"}
+    said = told(ArgumentError("bands", "bands down to rank depth=10", "1-3"), flags)
+    assert str(said) == "--bands: expected bands down to rank --depth 10, got '1-3'" and said.argument == "--bands"
+    assert str(told(MissingItemsError("query", ["q9"], 3, "q.tsv"), flags)).endswith(
+        "pass --skip-missing to judge the rest and report them")
+    assert str(told(ArgumentError("design", "its seed (seed_qrels=)", "d"), flags)) == \
+        "design: expected its seed (--seed-qrels), got 'd'"  # the command has no design: as said
+    # `overwrite` is `--force` on `store merge`: the one map (arguments.CLI_FLAGS) says so
+    assert str(told(ArgumentError("out", "a new file", "m.sqlite", hint="pass overwrite=True"), flags)) == \
+        "--out: expected a new file, got 'm.sqlite'; pass --force"
+    plain = JudgeblenderError("nothing to tell: k is 3")
+    assert told(plain, flags) is plain
+
+
+@pytest.mark.parametrize("args,line", [
+    (["pool", "--runs", "runs", "--depth", "10", "--bands", "1-3,4-8", "--sample", "2", "-o", "p.tsv",
+      "--sample-out", "s.tsv"],
+     "error: --bands: expected bands down to rank --depth 10, got '1-3,4-8'; these stop at rank 8"),
+    (["judge", "-q", TINY / "queries.tsv", "-c", TINY / "corpus.jsonl", "-p", "pairs.tsv", "-o", "o.qrels",
+      "-j", "scripted:judge.json", "--no-progress"],
+     "error: 1 of 3 pairs reference a query missing from the queries (first: q9); pass --skip-missing to judge the rest "
+     "and report them"),
+])
+def test_the_command_line_still_names_its_flags(tmp_path, args, line):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.run").write_text("q1 Q0 d1 1 2.0 a\nq1 Q0 d2 2 1.0 a\n")
+    (tmp_path / "pairs.tsv").write_text("q1\td1\nq1\td2\nq9\td1\n")
+    shutil.copy(BEFORE / "judge.json", tmp_path / "judge.json")
+    assert one_error(cli(tmp_path, *args)) == line

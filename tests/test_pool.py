@@ -169,9 +169,10 @@ def test_bands_cover_ranks_one_to_depth():
     assert default_bands(1000) == [(1, 3), (4, 10), (11, 100), (101, 1000)]
     assert parse_bands("1,2-5", 5) == [(1, 1), (2, 5)]
     for bad in ("2-10", "1-3,5-10", "1-3,x"):
-        with pytest.raises(JudgeblenderError, match="--bands"):
+        with pytest.raises(ArgumentError, match="^bands: expected "):  # the argument, never the CLI's flag
             parse_bands(bad, 10)
-    with pytest.raises(JudgeblenderError, match="short of --depth 10"):
+    with pytest.raises(ArgumentError, match=r"^bands: expected bands down to rank depth=10, got '1-3,4-8'; "
+                                            r"these stop at rank 8$"):
         parse_bands("1-3,4-8", 10)
 
 

@@ -360,5 +360,9 @@ def test_a_seed_that_is_not_whole_queries_is_refused_naming_the_file(seeded):
 
 
 def test_design_needs_a_seed(seeded):
-    _, res = seeded_report(seeded, "--design", seeded["gold"])
+    """The library names seed_qrels=; the command, whose checks wrap it (cli/checks.py), its flag."""
+    from judgeblender.cli.checks import checked
+
+    res = invoke(checked(make_app(report_cli)), "report", "--gold", seeded["gold"], "--pred", seeded["llm"], "--runs",
+                 seeded["runs"], "--out", seeded["dir"] / "report.html", "--design", seeded["gold"])
     assert res.exit_code != 0 and "--seed-qrels" in str(res.exception) + res.output

@@ -240,6 +240,7 @@ CLI_FLAGS: dict[str, str] = {
     "scope": "--scope", "depth": "--depth", "k": "--depth", "topics": "--topics", "qrels": "--qrels",
     "llm_labels": "--llm", "judges": "--judge", "corpus": "--corpus", "prompt": "--prompt", "mode": "--mode",
     "measures": "--measure", "baseline": "--baseline", "correction": "--correction", "out": "--out",
+    "overwrite": "--force",
 }
 
 

@@ -39,9 +39,6 @@ from .pairs.design import design_path_for, draw_seed, write_design
 log = logging.getLogger("judgeblender.workflow")
 
 # How the Python arguments of the seed's draw are named in its errors (the command names its options).
-SEED_ARGUMENTS = {"queries": "queries", "pairs": "pairs", "weights": "weights"}
-
-
 # -- pooling --------------------------------------------------------------------------------
 
 def _runs_and_queries(systems: Any, topics: Any, names: Sequence[str] | None):
@@ -136,7 +133,7 @@ def sample_seed(systems: Any, topics: Any = None, *, queries: int | None = None,
     judged = convert.qrels(exclude, "exclude", scale=None, argument="exclude") if exclude is not None else None
     made, attrs = _pooled(systems, topics, k, judged, names)
     drawn, design = draw_seed(made.holes, attrs["k"], queries=queries, pairs=pairs, weights=weights,
-                              random_seed=random_seed, pairs_file=out or "the seed's pairs", names=SEED_ARGUMENTS)
+                              random_seed=random_seed, pairs_file=out or "the seed's pairs")
     attrs = {**attrs, "sampled": len(drawn), "design": design.to_dict()}
     if out is not None:
         design_file = Path(design_out) if design_out is not None else design_path_for(out)

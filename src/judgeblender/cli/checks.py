@@ -7,7 +7,7 @@ parameter, which check applies (a `--details` is an input of `blend` and an outp
 them ahead of each command's body, so a bad path or number, or two outputs that are one file
 (one would overwrite the other), is one `error:` line and exit 2 before any file is read in
 full, any model loaded or called. Around the body, a library error about a Python argument is
-told of the command's flag for it (cli/usage.py `as_option`).
+told of the command's flag for it, and so is every other argument it names (cli/usage.py `told`).
 
 Before any of that, the command line itself: an option that takes one value is given at most
 once (`OnceCommand`). The framework keeps the last of a repeated option and drops the others
@@ -29,7 +29,7 @@ import typer
 from typer.core import TyperCommand
 
 from .. import arguments, paths, validate
-from ..errors import ArgumentError
+from ..errors import ArgumentError, JudgeblenderError
 from ..pairs.irds import is_irds
 from . import usage
 
@@ -205,8 +205,8 @@ def _checked_callback(command: str, callback: Callable) -> Callable:
         check_arguments(command, kwargs)
         try:
             return callback(*args, **kwargs)
-        except ArgumentError as exc:  # the library names its arguments; the command line, its flags
-            raise usage.as_option(exc, usage.flags_of(callback)) from None
+        except JudgeblenderError as exc:  # the library names its arguments; the command line, its flags
+            raise usage.told(exc, usage.flags_of(callback)) from None
 
     run._judgeblender_checked = True  # type: ignore[attr-defined]
     return run

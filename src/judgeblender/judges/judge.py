@@ -161,7 +161,7 @@ class Judge:
         if not self.spec.allow_fallback:
             raise JudgeblenderError(
                 f"judge {self.id}: logprobs scoring is not possible ({reason}); "
-                "pass --allow-fallback to generate instead (the fallback is recorded)"
+                "pass allow_fallback=True to generate instead (the fallback is recorded)"
             )
         self.mode = "generate"
         self.fallback = f"logprobs -> generate: {reason}"

@@ -208,7 +208,7 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
         model = j.get("model")
         if model is None or model == "":  # a label-file judge written by `calibrate`: say how to name its model
             raise InputError(path, header, f"{where} ({j.get('id', '?')}): a model; it came from a label file: "
-                             "re-run calibrate with --judge-model NAME=MODEL[/PROMPT[/MODE]] or set model here")
+                             "re-run `calibrate --judge-model NAME=MODEL[/PROMPT[/MODE]]` or set model here")
         if not isinstance(model, str) or model.partition(":")[0] not in prefixes or ":" not in model:
             raise InputError(path, where_is.key("model", header),
                              f"{where}: a model string PREFIX:MODEL with PREFIX in {sorted(prefixes)}", str(model))
