@@ -104,7 +104,7 @@ def test_logprobs_mode_gives_distribution_argmax_and_expected_score(data):
 
 def test_logprobs_without_support_needs_explicit_fallback_which_is_recorded(data):
     backend = ScriptedBackend(default="##final score: 2", logprobs=False)
-    with pytest.raises(JudgeblenderError, match="--allow-fallback"):
+    with pytest.raises(JudgeblenderError, match="pass allow_fallback=True to generate instead"):
         make_judge(backend, mode="logprobs")
     judge = make_judge(backend, mode="logprobs", allow_fallback=True)
     j = judge_pairs([judge], PAIRS[:1], *data).judgments[judge.id][PAIRS[0]]

@@ -27,7 +27,7 @@ from judgeblender.blend import Blender
 from judgeblender.blend.calibrate import fit_blend
 from judgeblender.blend.probability import check_thresholds
 from judgeblender.blend.votes import BallotTable, Vote, merge_tables
-from judgeblender.errors import ArgumentError
+from judgeblender.errors import ArgumentError, InputError, JudgeblenderError
 from judgeblender.evaluate.agreement import agreement
 from judgeblender.evaluate.binary import alpha, binary_report
 from judgeblender.evaluate.estimate import estimate, estimate_pair_design, query_ppi
@@ -106,7 +106,7 @@ ARGUMENT_ERRORS = [
     ("a table's judges", lambda: BallotTable.from_votes([(("q", "d"), {"a": 1})]).only_judges(["b"]), "judges",
      "unknown judges ['b']"),
     ("two tables, one judge", lambda: merge_tables([BallotTable.from_votes([(("q", "d"), {"a": 1})])] * 2), "tables",
-     "the same judge id from two inputs: a"),
+     "judges with distinct ids, got two that share the id 'a'"),
     ("a learner", lambda: fit_blend(BallotTable.from_votes([(("q", "d"), {"a": 1})]), GOLD, "forest"), "learner",
      "unknown learner 'forest'"),
     ("kappa weights", lambda: cohen_kappa([1, 2], [1, 2], weights="cubic"), "weights", "unknown kappa weights"),
@@ -277,3 +277,442 @@ def test_a_tiebreaker_labelled_under_its_former_id_is_found_by_blend(before, mon
         assert done.returncode == 0, done.stderr
         assert ("tie-breaker of panel tb.toml: scripted:judge.json/house-umbrela/logprobs, labels from panel.qrels"
                 in done.stderr), done.stderr
+
+
+# -- issue 40, part 3: each rule once, and a test that fails on a second copy ----------------------
+# Each structural check below reads the source with `ast` and returns what it found outside the one
+# place; each is run on the project (nothing found) and on a planted copy (found), so a check that
+# could not see a second copy fails its own test.
+
+import ast  # noqa: E402
+import re  # noqa: E402
+from collections.abc import Collection  # noqa: E402
+
+PACKAGE = Path(jb.__file__).resolve().parent
+
+
+def sources() -> dict[str, str]:
+    """The package's modules by path relative to the package (`judges/judge.py`)."""
+    return {p.relative_to(PACKAGE).as_posix(): p.read_text(encoding="utf-8") for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def strings_in(node: ast.AST) -> list[ast.Constant]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def raises(tree: ast.AST) -> list[ast.Raise]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Raise) and n.exc is not None]
+
+
+# -- one duplicate-id check ------------------------------------------------------------------------
+
+ID_CHECK_HOME = "arguments.py"
+ID_CHECK_WORDS = re.compile(r"share[sd]? the id|distinct ids?\b|same judge id", re.I)
+
+
+def repeated_id_checks(modules: dict[str, str]) -> list[str]:
+    """Checks that two judges do not share an id outside arguments.distinct_ids: an error raised
+    with words of that rule, or `len(set(ids)) != len(ids)` over ids or judges."""
+    found = []
+    for path, text in modules.items():
+        if path == ID_CHECK_HOME:
+            continue
+        tree = ast.parse(text)
+        for node in raises(tree):
+            found += [f"{path}:{s.lineno}: {s.value!r}" for s in strings_in(node) if ID_CHECK_WORDS.search(s.value)]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+                sides = [ast.unparse(node.left), ast.unparse(node.comparators[0])]
+                if any(s.startswith("len(set(") for s in sides) and re.search(r"\bid|judge", " ".join(sides)):
+                    found.append(f"{path}:{node.lineno}: {' vs '.join(sides)}")
+    return found
+
+
+def test_one_duplicate_id_check_and_a_second_copy_is_found():
+    assert repeated_id_checks(sources()) == []
+    planted = {"judges/run.py": 'def check_ids(judges):\n    ids = [j.id for j in judges]\n'
+                                '    if len(set(ids)) != len(ids):\n'
+                                '        raise JudgeblenderError("two judges share the id: give each a distinct id")\n'}
+    found = repeated_id_checks(planted)
+    assert found == ["judges/run.py:4: 'two judges share the id: give each a distinct id'",
+                     "judges/run.py:3: len(set(ids)) vs len(ids)"], found
+
+
+def test_two_judges_sharing_an_id_are_one_argument_error_in_a_run_and_in_merged_tables(tiny):
+    """The engine raised a bare JudgeblenderError of its own words (judges/run.py check_ids) where
+    panels and juries raised this ArgumentError; now every meeting point raises the one."""
+    from judgeblender.backends.scripted import ScriptedBackend
+    from judgeblender.judges import judge_pairs
+    from judgeblender.judges.engine import judge_stream
+    from judgeblender.pairs import Pair, read_corpus, read_queries
+
+    data = read_queries(tiny / "queries.tsv"), read_corpus(tiny / "corpus.jsonl")
+    judge = Judge(JudgeSpec(model="scripted:x"), backend=ScriptedBackend(default="1"))
+    want = r"^judges: expected judges with distinct ids, got two that share the id 'scripted:x/umbrela/generate'"
+    with pytest.raises(ArgumentError, match=want):
+        judge_pairs([judge, judge], [Pair("1", "a")], *data)
+    with pytest.raises(ArgumentError, match=want):
+        judge_stream([judge, judge], [Pair("1", "a")], *data, on_window=lambda run, texts: None)
+    table = BallotTable.from_votes([(("q", "d"), {"a": 1})])
+    with pytest.raises(ArgumentError, match=r"^tables: expected judges with distinct ids, got two that share the id 'a'"):
+        merge_tables([table, table])
+
+
+def test_a_panel_file_naming_one_id_twice_names_its_line(tmp_path):
+    (tmp_path / "p.toml").write_text('[[judges]]\nid = "a"\n\n[[judges]]\nid = "b"\n\n[[judges]]\nid = "a"\n')
+    with pytest.raises(InputError) as caught:
+        load_blend_panel(tmp_path / "p.toml")
+    assert str(caught.value) == f"{tmp_path / 'p.toml'}:8: expected judge 3: a distinct id, got 'a'"
+
+
+# -- one judge-id builder, scorers included ----------------------------------------------------------
+
+ID_HOME = "judges/judge.py"
+
+
+def _is_model(node: ast.AST) -> bool:
+    return any(isinstance(n, (ast.Name, ast.Attribute, ast.Constant)) and
+               (getattr(n, "id", None) == "model" or getattr(n, "attr", None) == "model" or n == "model"
+                or (isinstance(n, ast.Constant) and n.value == "model"))
+               for n in ast.walk(node))
+
+
+def second_id_builders(modules: dict[str, str]) -> list[str]:
+    """Judge ids built outside judges/judge.py: a string of three parts joined by slashes
+    (MODEL/PROMPT/MODE), or an id given a judge's model (`spec.id or spec.model`, `id=model`,
+    `setdefault("id", model)`), as scorers were named before."""
+    found = []
+    for path, text in modules.items():
+        if path == ID_HOME:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            where = f"{path}:{getattr(node, 'lineno', 0)}: "
+            if isinstance(node, ast.JoinedStr):
+                parts = ["{}" if isinstance(v, ast.FormattedValue) else v.value for v in node.values]
+                if re.search(r"\{\}/\{\}/\{\}", "".join(parts)):
+                    found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join" \
+                    and isinstance(node.func.value, ast.Constant) and node.func.value.value == "/" \
+                    and re.search(r"prompt|mode", ast.unparse(node)):
+                found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "id"
+                                                      for t in node.targets) and _is_model(node.value):
+                found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.keyword) and node.arg == "id" and _is_model(node.value):
+                found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setdefault" \
+                    and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "id":
+                found.append(where + ast.unparse(node))
+    return found
+
+
+def test_one_judge_id_builder_and_a_second_copy_is_found():
+    assert second_id_builders(sources()) == []
+    planted = {"judges/embedding.py": "class S:\n    def __init__(self, spec):\n        self.id = spec.id or spec.model\n",
+               "api.py": 'def _spec(fields):\n    fields.setdefault("id", fields["model"])\n',
+               "panels/panel.py": 'def name(m, p, mode):\n    return f"{m}/{p}/{mode}"\n',
+               "cli/cascade.py": 'def name(spec):\n    return "/".join([spec.model, spec.prompt, spec.mode])\n'}
+    assert second_id_builders(planted) == [
+        "judges/embedding.py:3: self.id = spec.id or spec.model",
+        "api.py:2: fields.setdefault('id', fields['model'])",
+        "panels/panel.py:2: f'{m}/{p}/{mode}'",
+        "cli/cascade.py:2: '/'.join([spec.model, spec.prompt, spec.mode])"]
+
+
+SCORER_PANEL = '[[judges]]\nmodel = "embed:default"\n\n[[judges]]\nid = "other"\nmodel = "scripted:x"\n'
+
+
+def test_a_scorer_has_one_id_from_every_builder(tmp_path):
+    """A scorer was `embed:default` to the judge and `jb.panel([...])` but
+    `embed:default/umbrela/generate` to a panel file. Its model string is the id: the prompt and
+    mode a panel file gave it are not its own (a scorer reads neither)."""
+    (tmp_path / "p.toml").write_text(SCORER_PANEL)
+    ids = {
+        "build_judge": build_judge(JudgeSpec("embed:default")).id,
+        "jb.panel": jb.panel(["embed:default"]).judges[0].id,
+        "jb.panel dict": jb.panel([{"model": "embed:default", "prompt": "thomas"}]).judges[0].id,
+        "jb.panel file": jb.panel(str(tmp_path / "p.toml")).judges[0].id,
+        "load_panel": load_panel(tmp_path / "p.toml", "logprobs", {}).judges[0].id,
+        "load_blend_panel": load_blend_panel(tmp_path / "p.toml").judges[0],
+        "the panel file's judge": build_judge(load_panel(tmp_path / "p.toml", "generate", {}).judges[0]).id,
+    }
+    assert ids == dict.fromkeys(ids, "embed:default")
+
+
+@pytest.mark.parametrize("written_as", ["embed:default", "embed:default/umbrela/generate"])
+def test_a_scorers_labels_under_either_id_are_the_same_judges(tmp_path, written_as):
+    """The canonical id is the model string; the panel file's former MODEL/PROMPT/MODE is an
+    accepted alias (judges/judge.py `former_ids`): labels and details filed under either are the
+    panel member's, for `blend --panel` and for calibrate's mapping of ids to judges."""
+    (tmp_path / "p.toml").write_text(SCORER_PANEL)
+    (tmp_path / "scorer.qrels").write_text("q1 0 d1 3\nq1 0 d2 0\nq2 0 d3 1\n")
+    (tmp_path / "other.qrels").write_text("q1 0 d1 3\nq1 0 d2 1\nq2 0 d3 1\n")
+    done = cli(tmp_path, "blend", "--panel", "p.toml", f"{written_as}=scorer.qrels", "other=other.qrels",
+               "-o", "b.qrels")
+    assert done.returncode == 0, done.stderr
+    assert "members embed:default, other" in done.stderr, done.stderr
+    assert (tmp_path / "b.qrels").read_text().split("\n")[0].split()[-1] == "3"
+    panel = get_panel(str(tmp_path / "p.toml"), None, "generate", {})
+    specs = specs_for([written_as, "other"], panel.judges)
+    assert specs[written_as] is panel.judges[0] and specs[written_as].model == "embed:default"
+
+
+# -- one confidence check, used by every entry point ------------------------------------------------
+
+ENTRY_MODULES = ("api.py", "workflow.py", "holes.py", "pyterrier.py")
+
+
+def _calls(node: ast.AST) -> list[str]:
+    return [ast.unparse(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)]
+
+
+def unchecked_confidence(modules: dict[str, str]) -> list[str]:
+    """Entry points (the public functions and methods of api, workflow, holes and pyterrier) that
+    take a `confidence` without calling arguments.confidence, themselves or through a helper of
+    their module; and anywhere, a confidence level checked by other means (its own bounds)."""
+    found = []
+    for path, text in modules.items():
+        if path == "arguments.py":
+            continue
+        tree = ast.parse(text)
+        funcs = {f.name: f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        checks = {name for name, f in funcs.items() if "arguments.confidence" in _calls(f)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and node.args[0].value == "confidence" and ast.unparse(node.func) != "arguments.confidence":
+                found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+            if isinstance(node, ast.Compare) and "confidence" in {getattr(n, "id", getattr(n, "attr", None))
+                                                                   for n in [node.left, *node.comparators]} \
+                    and any(isinstance(n, ast.Constant) and isinstance(n.value, (int, float))
+                            for n in [node.left, *node.comparators]):
+                found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+        if path not in ENTRY_MODULES:
+            continue
+        for name, f in funcs.items():
+            params = [a.arg for a in (*f.args.args, *f.args.kwonlyargs)]
+            if name.startswith("_") or "confidence" not in params:
+                continue
+            if not ({name} | set(_calls(f))) & checks:
+                found.append(f"{path}:{f.lineno}: {name} takes a confidence and does not check it")
+    return found
+
+
+def test_every_entry_point_checks_the_confidence_level_in_one_place():
+    assert unchecked_confidence(sources()) == []
+    planted = {"workflow.py": 'def report(out, *, confidence=0.95):\n'
+                              '    arguments.number_between("confidence", confidence, 0, 1)\n',
+               "holes.py": 'def fill(gold, *, confidence=0.95):\n    return gold\n',
+               "report/data.py": 'def check(inputs):\n    if not 0 < inputs.confidence < 1:\n        raise ValueError\n'}
+    assert unchecked_confidence(planted) == [
+        "workflow.py:2: arguments.number_between('confidence', confidence, 0, 1)",
+        "workflow.py:1: report takes a confidence and does not check it",
+        "holes.py:1: fill takes a confidence and does not check it",
+        "report/data.py:2: 0 < inputs.confidence < 1"]
+
+
+def test_the_entry_points_that_skipped_it_refuse_a_level_in_its_words(tmp_path):
+    """api's measuring functions, workflow's estimate and report, and holes' fill restated the
+    check (number_between with its own 0 and 1); they now call arguments.confidence, so a change
+    of the one check reaches them. The message is the one check's."""
+    from judgeblender import arguments
+
+    calls = {
+        "jb.correlate": lambda c: jb.correlate(GOLD, {"p": GOLD}, ONE_RUN, confidence=c),
+        "jb.estimate": lambda c: jb.estimate(ONE_RUN, llm_labels=GOLD, seed=GOLD, design="d.json", confidence=c),
+        "jb.write_report": lambda c: jb.write_report(ONE_RUN, GOLD, {"p": GOLD}, out=tmp_path / "r.html",
+                                                     confidence=c),
+    }
+    original = arguments.confidence
+    seen = []
+
+    def spy(value, name="confidence"):
+        seen.append(name)
+        return original(value, name)
+
+    for name, call in calls.items():
+        with pytest.raises(ArgumentError, match=r"^confidence: expected a number between 0 and 1 \(exclusive\)"):
+            call(1.5)
+        arguments.confidence = spy
+        try:
+            with pytest.raises(ArgumentError):
+                call(1.5)
+        finally:
+            arguments.confidence = original
+    assert len(seen) == len(calls), seen
+
+
+# -- one declaration of each bound -------------------------------------------------------------------
+
+RESTATING_CHECKS = {"number_between", "number_from_to", "integer", "positive_int", "non_negative_int", "share"}
+
+
+def restated_bounds(modules: dict[str, str], bounded: Collection[str]) -> list[str]:
+    """Bounds of `bounded` arguments (arguments.BOUNDS) written outside arguments.py: a comparison of
+    such an argument with a number, a check that takes its own numbers for it, a table entry of
+    numbers under its name (as cli/checks.py NUMBERS had), or an option's own min or max."""
+    found = []
+    for path, text in modules.items():
+        if path == "arguments.py":
+            continue
+        for node in ast.walk(ast.parse(text)):
+            where = f"{path}:{getattr(node, 'lineno', 0)}: "
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                names = {getattr(n, "id", getattr(n, "attr", None)) for n in sides}
+                if names & set(bounded) and any(isinstance(n, ast.Constant) and type(n.value) in (int, float)
+                                                for n in sides):
+                    found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.Call):
+                func = ast.unparse(node.func).rpartition(".")[2]
+                first = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+                if func in RESTATING_CHECKS and first in bounded:
+                    found.append(where + ast.unparse(node))
+                flags = {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+                if {f"--{b.replace('_', '-')}" for b in bounded} & flags and any(
+                        k.arg in ("min", "max") and isinstance(k.value, ast.Constant) for k in node.keywords):
+                    found.append(where + ast.unparse(node))
+            elif isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if isinstance(key, ast.Constant) and key.value in bounded and isinstance(value, ast.Tuple) \
+                            and any(isinstance(e, ast.Constant) and type(e.value) in (int, float) for e in value.elts):
+                        found.append(where + f"{key.value!r}: {ast.unparse(value)}")
+    return found
+
+
+def test_each_bound_is_declared_once_and_a_second_declaration_is_found():
+    from judgeblender import arguments
+    from judgeblender.cli.checks import NUMBERS
+
+    assert restated_bounds(sources(), arguments.BOUNDS) == []
+    assert all(NUMBERS[name] == bound[:4] for name, bound in arguments.BOUNDS.items())  # the CLI's are these
+    planted = {
+        "cli/checks.py": 'NUMBERS = {"min_choice_mass": (0, 1, False, False), "timeout": (0, None, True, False)}\n',
+        "cli/options.py": 'M = typer.Option("--min-choice-mass", min=0.0, max=1.0)\n',
+        "judges/judge.py": 'def check(mass):\n    return arguments.number_from_to("min_choice_mass", mass, 0.0, 1.0)\n',
+        "report/data.py": 'def check(inputs):\n    if not 0 <= inputs.min_judged <= 1:\n        raise ValueError\n',
+    }
+    assert restated_bounds(planted, arguments.BOUNDS) == [
+        "cli/checks.py:1: 'min_choice_mass': (0, 1, False, False)",
+        "cli/options.py:1: typer.Option('--min-choice-mass', min=0.0, max=1.0)",
+        "judges/judge.py:2: arguments.number_from_to('min_choice_mass', mass, 0.0, 1.0)",
+        "report/data.py:2: 0 <= inputs.min_judged <= 1"]
+
+
+# -- library errors name arguments; the command line tells them as its flags ------------------------
+
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+QUOTED_COMMAND = re.compile(r"`[^`]*`")  # a command to run (`pool --sample-queries`) is not this call's flag
+
+
+def _error_strings(tree: ast.AST) -> list[ast.Constant]:
+    """The strings of what the library raises: a raise, an error built (`...Error(...)`, an error's
+    own `__init__`), and a hint kept for one."""
+    found: list[ast.Constant] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            found += strings_in(node.exc)
+        elif isinstance(node, ast.Call):
+            name = ast.unparse(node.func)
+            if name.endswith(("Error", "Exception", "__init__")):
+                found += [s for arg in [*node.args, *(k.value for k in node.keywords)] for s in strings_in(arg)]
+        elif isinstance(node, ast.Assign) and any("hint" in ast.unparse(t) for t in node.targets):
+            found += strings_in(node.value)
+    return found
+
+
+def flags_in_library_errors(modules: dict[str, str]) -> list[str]:
+    """Library errors (every module but cli/ and __main__) that name a command-line flag."""
+    found = []
+    for path, text in modules.items():
+        if path.startswith("cli/") or path == "__main__.py":
+            continue
+        for s in _error_strings(ast.parse(text)):
+            if FLAG.search(QUOTED_COMMAND.sub("", s.value)):
+                found.append(f"{path}:{s.lineno}: {s.value!r}")
+    return sorted(set(found))
+
+
+def test_library_errors_name_no_flag_and_a_flag_planted_in_one_is_found():
+    assert flags_in_library_errors(sources()) == []
+    planted = {"pairs/pool.py": 'def pool_runs(runs, depth):\n    if depth < 1:\n'
+                                '        raise JudgeblenderError(f"--depth must be 1 or more, got {depth}")\n',
+               "judges/inputs.py": 'def text_error(problem):\n    hint = "; pass --skip-missing to judge the rest"\n'
+                                   '    return JudgeblenderError(problem + hint)\n',
+               "errors.py": 'class MissingItemsError(JudgeblenderError):\n    def __init__(self, n):\n'
+                            '        super().__init__(f"{n} missing; pass --skip-missing")\n',
+               "evaluate/estimate.py": 'def f():\n    raise JudgeblenderError("draw one with `pool --sample-queries`")\n',
+               "cli/pool.py": 'def f():\n    raise JudgeblenderError("--depth is the pool depth")\n'}
+    assert flags_in_library_errors(planted) == [
+        "errors.py:3: ' missing; pass --skip-missing'",
+        "judges/inputs.py:2: '; pass --skip-missing to judge the rest'",
+        "pairs/pool.py:3: '--depth must be 1 or more, got '"]
+
+
+LIBRARY_ERRORS = [  # (call, the Python argument's words), each once named a CLI flag
+    (lambda: __import__("judgeblender.pairs.pool", fromlist=["x"]).pool_runs([], depth=0),
+     r"^depth: expected an integer of at least 1, got 0$"),
+    (lambda: __import__("judgeblender.pairs.pool", fromlist=["x"]).parse_bands("1-3,x", 10),
+     r"^bands: expected ranges such as 1-3,4-10, got 'x'$"),
+    (lambda: __import__("judgeblender.pairs.pool", fromlist=["x"]).stratified_sample([], 0, 0, [(1, 10)]),
+     r"^sample: expected an integer of at least 1, got 0$"),
+    (lambda: estimate(GOLD, GOLD, ONE_RUN, ["P@1"], target="everything"),
+     r"^target: expected one of 'collection', 'superpopulation', got 'everything'$"),
+    (lambda: __import__("judgeblender.evaluate.estimate", fromlist=["x"]).plan(
+        GOLD, GOLD, ONE_RUN, ["P@1"], target_width=0), r"^target_width: expected a number greater than 0, got 0$"),
+    (lambda: __import__("judgeblender.pairs.design", fromlist=["x"]).draw_pair_design([], 1, 10, "all", 0),
+     r"^weights: expected 'runs' or 'uniform', got 'all'$"),
+    (lambda: __import__("judgeblender.serve.server", fromlist=["x"]).check_exposure("0.0.0.0", False),
+     r"^host: expected a loopback address .* unless token_file= is given, got '0.0.0.0'; .* pass token_file=FILE"),
+    (lambda: __import__("judgeblender.backends.ray_executor", fromlist=["x"])._host_port("h:x", 1),
+     r"^ray: expected local, auto, HOST:PORT or ray://HOST:PORT, got 'h:x'$"),
+    (lambda: __import__("judgeblender.errors", fromlist=["x"]).MissingItemsError("query", ["q9"], 3, "q.tsv"),
+     r"pass skip_missing=True to judge the rest"),
+]
+
+
+@pytest.mark.parametrize("call,words", LIBRARY_ERRORS, ids=[w[:30] for _, w in LIBRARY_ERRORS])
+def test_library_errors_name_the_python_argument(call, words):
+    try:
+        error = call()
+    except JudgeblenderError as exc:
+        error = exc
+    assert isinstance(error, JudgeblenderError) and re.search(words, str(error)), error
+    assert not FLAG.search(str(error)), str(error)
+
+
+def test_the_cli_tells_every_argument_an_error_names_as_its_flag_through_the_one_map():
+    """cli/usage.py `told`: the argument an error is about and every other it names, in the flags
+    of the command (its own parameters, else arguments.CLI_FLAGS through `spoken`)."""
+    from judgeblender.cli.usage import told
+    from judgeblender.errors import MissingItemsError
+
+    flags = {"depth": "--depth", "skip_missing": "--skip-missing", "bands": "--bands", "seed_qrels": "--seed-qrels",
+             "out": "--out", "force": "--force"}
+    said = told(ArgumentError("bands", "bands down to rank depth=10", "1-3"), flags)
+    assert str(said) == "--bands: expected bands down to rank --depth 10, got '1-3'" and said.argument == "--bands"
+    assert str(told(MissingItemsError("query", ["q9"], 3, "q.tsv"), flags)).endswith(
+        "pass --skip-missing to judge the rest and report them")
+    assert str(told(ArgumentError("design", "its seed (seed_qrels=)", "d"), flags)) == \
+        "design: expected its seed (--seed-qrels), got 'd'"  # the command has no design: as said
+    # `overwrite` is `--force` on `store merge`: the one map (arguments.CLI_FLAGS) says so
+    assert str(told(ArgumentError("out", "a new file", "m.sqlite", hint="pass overwrite=True"), flags)) == \
+        "--out: expected a new file, got 'm.sqlite'; pass --force"
+    plain = JudgeblenderError("nothing to tell: k is 3")
+    assert told(plain, flags) is plain
+
+
+@pytest.mark.parametrize("args,line", [
+    (["pool", "--runs", "runs", "--depth", "10", "--bands", "1-3,4-8", "--sample", "2", "-o", "p.tsv",
+      "--sample-out", "s.tsv"],
+     "error: --bands: expected bands down to rank --depth 10, got '1-3,4-8'; these stop at rank 8"),
+    (["judge", "-q", TINY / "queries.tsv", "-c", TINY / "corpus.jsonl", "-p", "pairs.tsv", "-o", "o.qrels",
+      "-j", "scripted:judge.json", "--no-progress"],
+     "error: 1 of 3 pairs reference a query missing from the queries (first: q9); pass --skip-missing to judge the rest "
+     "and report them"),
+])
+def test_the_command_line_still_names_its_flags(tmp_path, args, line):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.run").write_text("q1 Q0 d1 1 2.0 a\nq1 Q0 d2 2 1.0 a\n")
+    (tmp_path / "pairs.tsv").write_text("q1\td1\nq1\td2\nq9\td1\n")
+    shutil.copy(BEFORE / "judge.json", tmp_path / "judge.json")
+    assert one_error(cli(tmp_path, *args)) == line

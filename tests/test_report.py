@@ -274,8 +274,11 @@ def test_compare_table_marks_holes(data):
 
 
 def test_min_judged_is_a_share(data):
-    res = invoke(make_app(compare_cli), "compare", "--qrels", data["good"], "--runs", data["runs"], "--min-judged", 90)
-    assert "--min-judged is a share between 0 and 1, got 90" in str(res.exception)
+    from judgeblender.cli.checks import checked
+
+    res = invoke(checked(make_app(compare_cli)), "compare", "--qrels", data["good"], "--runs", data["runs"],
+                 "--min-judged", 90)
+    assert str(res.exception).startswith("--min-judged: expected a number in [0, 1], got "), res.exception
 
 
 # --- with a human seed: the leaderboard with PPI++ intervals and the significant orderings --------
@@ -357,5 +360,9 @@ def test_a_seed_that_is_not_whole_queries_is_refused_naming_the_file(seeded):
 
 
 def test_design_needs_a_seed(seeded):
-    _, res = seeded_report(seeded, "--design", seeded["gold"])
+    """The library names seed_qrels=; the command, whose checks wrap it (cli/checks.py), its flag."""
+    from judgeblender.cli.checks import checked
+
+    res = invoke(checked(make_app(report_cli)), "report", "--gold", seeded["gold"], "--pred", seeded["llm"], "--runs",
+                 seeded["runs"], "--out", seeded["dir"] / "report.html", "--design", seeded["gold"])
     assert res.exit_code != 0 and "--seed-qrels" in str(res.exception) + res.output

@@ -295,7 +295,7 @@ def test_bad_arguments_are_named_as_python_names_them_before_any_work(work):
         (lambda: jb.pool(RUN_FILES, k=0), "k: expected an integer of at least 1, got 0"),
         (lambda: jb.pool(RUN_FILES, drop_duplicates=True), "corpus: expected the passage texts"),
         (lambda: jb.sample_seed(RUN_FILES, out="s.tsv"), "queries: expected a number of whole queries to draw (or "
-                                                          "pairs, pairs with known probabilities), got none"),
+                                                          "pairs=, pairs with known probabilities), got none"),
         (lambda: jb.sample_seed(RUN_FILES, queries=16, out="s.tsv"),
          "queries: expected a number of queries between 1 and the 15 pooled queries, got 16"),
         (lambda: jb.sample_seed(RUN_FILES, pairs=10.0, weights="even", out="s.tsv"), "weights: expected 'runs' or"),

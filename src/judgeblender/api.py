@@ -33,7 +33,7 @@ from .evaluate.leaderboard import DEFAULT_MEASURES
 from .evaluate.scope import DEFAULT_MIN_JUDGED
 from .judges import JudgeRun, JudgeSpec, resolve_pairs, summary_rows
 from .judges.engine import WINDOW
-from .judges.judge import DEFAULT_MIN_CHOICE_MASS, check_distinct_ids, check_mode, spec_id
+from .judges.judge import DEFAULT_MIN_CHOICE_MASS, check_mode, spec_id
 from .backends.registry import command_options, is_scorer
 from .panels.judging import JudgedFiles, RunOptions, judge_in_memory, judge_to_files
 from .panels.panel import Panel, ballots_from_run, get_panel
@@ -55,9 +55,7 @@ def _spec(judge: Any, prompt: str, run: RunOptions) -> JudgeSpec:
         raise ArgumentError("judges", "each judge a model string, a JudgeSpec or a dict with a 'model'", judge)
     fields = {**run.spec_fields(), **judge}
     fields["options"] = {**command_options(fields["model"], run.backend), **fields.get("options", {})}
-    if is_scorer(fields["model"]):
-        fields.setdefault("id", fields["model"])
-    else:
+    if not is_scorer(fields["model"]):  # a scorer's id is its model (judges/judge.py judge_id)
         fields.setdefault("prompt", prompt)
         fields.setdefault("mode", run.mode)
     return JudgeSpec(**fields)
@@ -95,7 +93,7 @@ def _panel(judges: Any, prompt: str, run: RunOptions, models: Sequence[str] | No
     if not specs:
         raise ArgumentError("judges", "at least one judge", judges)
     specs = [replace(s, id=spec_id(s)) for s in specs]
-    check_distinct_ids((s.id for s in specs), "judges")
+    arguments.distinct_ids("judges", (s.id for s in specs))
     return Panel(name="judges", judges=specs, source="a list of judges")
 
 
@@ -355,7 +353,7 @@ def calibrate(labels: Any, gold: Any, learner: str = "thresholds", *, folds: int
     """Learn how to blend a jury (learner: thresholds, weights or logistic) on gold labels, scored
     on held-out queries (k folds by query). A warning says when a single member beats the blend."""
     arguments.one_of("learner", learner, LEARNERS)
-    arguments.integer("folds", folds, 2)
+    arguments.bounded("folds", folds)
     arguments.one_of("tie", tie, TIE_RULES)
     arguments.optional_seed("seed", seed)
     table, gold_qrels = ballots(labels), convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")
@@ -399,9 +397,9 @@ def _agreement(gold: dict[str, dict[str, int]], pred: list, name: str, invalid: 
 def _measuring(bootstrap: Any, seed: Any, confidence: Any) -> None:
     """The bootstrap's settings, shared by agreement, Judged.agreement and correlate: 0 samples
     disables the intervals (documented), a negative or fractional count is an error."""
-    arguments.non_negative_int("bootstrap", bootstrap)
+    arguments.bounded("bootstrap", bootstrap)
     arguments.non_negative_int("seed", seed)
-    arguments.number_between("confidence", confidence, 0, 1)
+    arguments.confidence(confidence)
 
 
 def named_labels(predictions: Any) -> list[tuple[str, str, Any]]:
@@ -429,7 +427,7 @@ def correlate(gold: Any, predictions: Any, runs: Any, *, measures: Sequence[str]
 
     measures = arguments.sequence("measures", measures, "measures (ir_measures names such as nDCG@10)")
     _measuring(bootstrap, seed, confidence)
-    arguments.share("min_judged", min_judged)
+    arguments.bounded("min_judged", min_judged)
     arguments.non_empty("predictions", predictions, "one set of labels")
     arguments.non_empty("runs", runs, "one run")
     gold_qrels = convert.qrels(gold, "gold", scale=convert.SCALE, required=True, argument="gold")

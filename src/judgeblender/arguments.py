@@ -15,11 +15,73 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Collection, Iterable, Mapping, Sized
-from numbers import Real
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping, Sized
+from numbers import Integral, Real
+from typing import Any, NamedTuple
 
 from .errors import ArgumentError
+
+
+class Bound(NamedTuple):
+    """A number's range: `low` and `high` (None: unbounded), each end open or included, and
+    whether only whole numbers count. Its first four fields are what the command line's table of
+    numbers (cli/checks.py NUMBERS) and `validate.number` take."""
+
+    low: float | None
+    high: float | None
+    low_open: bool = False
+    high_open: bool = False
+    whole: bool = False
+
+
+# One declaration of each bound that the library and the command line both check, by argument
+# name: the library's checks (`bounded`, `in_bounds`, `confidence`, a panel file's reader) read
+# their numbers here, and cli/checks.py takes these entries into NUMBERS as they are. A bound used
+# to be written two or three times (min_choice_mass in judges/judge.py, cli/checks.py and the
+# option's own min and max; min_judged in four places), which is how two of them drifted apart.
+SHARE = Bound(0, 1)
+BOUNDS: dict[str, Bound] = {
+    "confidence": Bound(0, 1, True, True), "min_judged": SHARE, "min_choice_mass": SHARE, "margin": SHARE,
+    "spread": Bound(0, 4, whole=True), "folds": Bound(2, None, whole=True), "bootstrap": Bound(0, None, whole=True),
+    "depth": Bound(1, None, whole=True), "sample": Bound(1, None, whole=True), "window": Bound(1, None, whole=True),
+    "ray_workers": Bound(1, None, whole=True), "min_votes": Bound(1, None, whole=True),
+    "port": Bound(0, 65535, whole=True), "target_width": Bound(0, None, True, False),
+}
+
+
+def in_bounds(name: str, value: Any) -> bool:
+    """Whether `value` lies in the range declared for `name` (a whole number where one is
+    declared): for readers of files, which name the file's line themselves."""
+    low, high, low_open, high_open, whole = BOUNDS[name]
+    if _is_bool(value) or not isinstance(value, Real) or math.isnan(value):
+        return False
+    if whole and not isinstance(value, Integral):
+        return False
+    above = low is None or (value > low if low_open else value >= low)
+    below = high is None or (value < high if high_open else value <= high)
+    return above and below
+
+
+def _words(bound: Bound) -> str:
+    low, high, low_open, high_open, whole = bound
+    if whole:
+        return f"an integer from {low:g} to {high:g}" if high is not None else f"an integer of at least {low:g}"
+    if bound == SHARE:
+        return "a share between 0 and 1"
+    if high is None:
+        return f"a number greater than {low:g}" if low_open else f"a number of at least {low:g}"
+    if low_open and high_open:
+        return f"a number between {low:g} and {high:g} (exclusive)"
+    return f"a number from {low:g} to {high:g}"
+
+
+def bounded(name: str, value: Any, argument: str | None = None) -> Any:
+    """`value` when it lies in the range BOUNDS declares for `name` (an int where a whole number
+    is declared, else a float); else an ArgumentError naming `argument` (the name by default)
+    that says the range."""
+    if not in_bounds(name, value):
+        raise ArgumentError(argument or name, _words(BOUNDS[name]), value)
+    return operator.index(value) if BOUNDS[name].whole else float(value)
 
 
 def _is_bool(value: Any) -> bool:
@@ -70,8 +132,9 @@ def number_between(name: str, value: Any, low: float, high: float) -> float:
 def share(name: str, value: Any) -> float:
     """A share in [0, 1], both ends included (a threshold such as min_judged): NaN, a string or a
     bool is refused."""
-    if _is_bool(value) or not isinstance(value, Real) or math.isnan(value) or not 0 <= value <= 1:
-        raise ArgumentError(name, "a share between 0 and 1", value)
+    low, high = SHARE.low, SHARE.high
+    if _is_bool(value) or not isinstance(value, Real) or math.isnan(value) or not low <= value <= high:
+        raise ArgumentError(name, _words(SHARE), value)
     return float(value)
 
 
@@ -86,8 +149,27 @@ def number_from_to(name: str, value: Any, low: float, high: float) -> float:
 
 def confidence(value: Any, name: str = "confidence") -> float:
     """The confidence level of an interval, strictly between 0 and 1: the one check of it, for
-    every function that gives an interval (agreement, correlate, the estimates, the experiment)."""
-    return number_between(name, value, 0, 1)
+    every function that gives an interval (agreement, correlate, the estimates, the experiment,
+    and every entry point of api, workflow and holes that takes one)."""
+    return bounded("confidence", value, name)
+
+
+def distinct_ids(name: str, ids: Iterable[str],
+                 refuse: Callable[[int, str], Exception] | None = None) -> list[str]:
+    """The ids of judges put together (a run, a panel, a jury, tables side by side), each once:
+    two judges sharing an id would have their labels filed as one, the later overwriting the
+    earlier. The one check of it, wherever judges meet; `refuse(index, id)` builds the error of a
+    caller that can say more than the argument's name (a panel file names its line)."""
+    ids = list(ids)
+    seen: set[str] = set()
+    for n, jid in enumerate(ids):
+        if jid in seen:
+            if refuse is not None:
+                raise refuse(n, jid)
+            raise ArgumentError(name, "judges with distinct ids", described=f"two that share the id {jid!r}",
+                                hint="give each its own id")
+        seen.add(jid)
+    return ids
 
 
 def flag(name: str, value: Any) -> bool:
@@ -158,6 +240,7 @@ CLI_FLAGS: dict[str, str] = {
     "scope": "--scope", "depth": "--depth", "k": "--depth", "topics": "--topics", "qrels": "--qrels",
     "llm_labels": "--llm", "judges": "--judge", "corpus": "--corpus", "prompt": "--prompt", "mode": "--mode",
     "measures": "--measure", "baseline": "--baseline", "correction": "--correction", "out": "--out",
+    "overwrite": "--force",
 }
 
 

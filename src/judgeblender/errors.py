@@ -132,7 +132,7 @@ class MissingItemsError(JudgeblenderError):
         shown = ", ".join(missing[:5]) + (" ..." if count > 5 else "")
         super().__init__(
             f"{count} of {total} pairs reference a {kind} missing from {source} "
-            f"(first: {shown}); pass --skip-missing to judge the rest and report them"
+            f"(first: {shown}); pass skip_missing=True to judge the rest and report them"
         )
 
 

@@ -295,7 +295,7 @@ def experiment(systems: Any, topics: Any, *, qrels: Any = None, corpus: Any = No
     k = pooling(k, blend)
     scope = check_scope(scope)
     measures = arguments.sequence("measures", measures, "measures (ir_measures names such as nDCG@10)")
-    arguments.number_between("confidence", confidence, 0, 1)
+    arguments.confidence(confidence)
     if correction is not None and not isinstance(correction, str):  # the name is checked by experiment_table
         raise ArgumentError("correction", "holm, bonferroni or none", correction)
     if baseline is not None:

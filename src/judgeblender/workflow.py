@@ -39,9 +39,6 @@ from .pairs.design import design_path_for, draw_seed, write_design
 log = logging.getLogger("judgeblender.workflow")
 
 # How the Python arguments of the seed's draw are named in its errors (the command names its options).
-SEED_ARGUMENTS = {"queries": "queries", "pairs": "pairs", "weights": "weights"}
-
-
 # -- pooling --------------------------------------------------------------------------------
 
 def _runs_and_queries(systems: Any, topics: Any, names: Sequence[str] | None):
@@ -66,7 +63,7 @@ def _pooled(systems: Any, topics: Any, k: Any, judged: Mapping | None, names: Se
     """pool_pairs on the systems, after every argument is checked and every input read."""
     from .pairs import read_corpus
 
-    k = arguments.positive_int("k", k)
+    k = arguments.bounded("depth", k, "k")
     arguments.flag("drop_duplicates", drop_duplicates)
     arguments.flag("skip_missing", skip_missing)
     if drop_duplicates and corpus is None:
@@ -136,7 +133,7 @@ def sample_seed(systems: Any, topics: Any = None, *, queries: int | None = None,
     judged = convert.qrels(exclude, "exclude", scale=None, argument="exclude") if exclude is not None else None
     made, attrs = _pooled(systems, topics, k, judged, names)
     drawn, design = draw_seed(made.holes, attrs["k"], queries=queries, pairs=pairs, weights=weights,
-                              random_seed=random_seed, pairs_file=out or "the seed's pairs", names=SEED_ARGUMENTS)
+                              random_seed=random_seed, pairs_file=out or "the seed's pairs")
     attrs = {**attrs, "sampled": len(drawn), "design": design.to_dict()}
     if out is not None:
         design_file = Path(design_out) if design_out is not None else design_path_for(out)
@@ -300,11 +297,11 @@ def estimate(systems: Any, topics: Any = None, *, llm_labels: Any, seed: Any, de
 
     from .evaluate.estimate import TARGETS, estimate_with_seed
 
-    arguments.number_between("confidence", confidence, 0, 1)
+    arguments.confidence(confidence)
     arguments.one_of("target", target, TARGETS)
     arguments.flag("differences", differences)
     scope = check_scope(scope)
-    depth = arguments.positive_int("depth", depth)
+    depth = arguments.bounded("depth", depth)
     if measures is not None:
         measures = arguments.sequence("measures", measures, "measures (ir_measures names such as nDCG@10)")
     human, human_path = _seed(seed, design, "seed")
@@ -343,14 +340,13 @@ def write_report(gold: Any, predictions: Any, systems: Any, out: Any, *, topics:
 
     if not isinstance(out, (str, Path)):
         raise ArgumentError("out", "the HTML file to write (a path)", out)
-    arguments.non_negative_int("bootstrap", bootstrap)
+    arguments.bounded("bootstrap", bootstrap)
     arguments.non_negative_int("seed", seed)
-    arguments.number_between("confidence", confidence, 0, 1)
+    arguments.confidence(confidence)
     arguments.text("title", title)
     scope = check_scope(scope)
-    depth = arguments.positive_int("depth", depth)
-    if isinstance(min_judged, bool) or not isinstance(min_judged, (int, float)) or not 0 <= min_judged <= 1:
-        raise ArgumentError("min_judged", "a share between 0 and 1", min_judged)
+    depth = arguments.bounded("depth", depth)
+    arguments.bounded("min_judged", min_judged)
     for name, path in (("store", store), ("calibration_seed", calibration_seed)):
         if path is not None and not isinstance(path, (str, Path)):
             raise ArgumentError(name, "a file path", path)

@@ -78,11 +78,10 @@ def resolve_api_key(api_key_env: str | None, api_key_file: str | os.PathLike[str
         if value:
             return value
     if public_base_url(base_url) == DEFAULT_BASE_URL:
-        # one message for the command line and for Python or a panel file: it names both spellings
+        # one message for Python and a panel file; the command line tells api_key_env= as its flag
         where = f"the environment variable {api_key_env}" if api_key_env else "an environment variable"
         raise BackendError(
-            f"no API key for {DEFAULT_BASE_URL}: set {where} (--api-key-env, or api_key_env in Python or a "
-            f"panel file, names another), or give api_key_file in Python or a panel file (a file readable "
-            f"by its owner only)"
+            f"no API key for {DEFAULT_BASE_URL}: set {where} (api_key_env= names another), or give "
+            f"api_key_file= (a file readable by its owner only; in Python or a panel file)"
         )
     return None

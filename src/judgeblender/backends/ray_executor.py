@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..calls import CallRequest, CallResult, canonical_json
-from ..errors import BackendError, JudgeblenderError, MissingExtraError
+from ..errors import ArgumentError, BackendError, JudgeblenderError, MissingExtraError
 from .base import Backend, LogprobsUnsupported, RowStore
 from .registry import command_options
 
@@ -96,7 +96,7 @@ def import_ray():
     try:
         import ray
     except ImportError as exc:
-        raise MissingExtraError("ray", "ray", "--ray (judging on a Ray cluster)") from exc
+        raise MissingExtraError("ray", "ray", "judging on a Ray cluster (ray=)") from exc
     return ray
 
 
@@ -106,7 +106,7 @@ def _probe(host: str, port: int, what: str, timeout_s: float = CONNECT_TIMEOUT_S
             pass
     except OSError as exc:
         raise JudgeblenderError(f"no Ray cluster answers at {what} ({exc.strerror or exc}); "
-                                "start one (`ray start --head`) or use --ray local") from None
+                                "start one (`ray start --head`) or use ray=local") from None
 
 
 def _host_port(address: str, default_port: int) -> tuple[str, int]:
@@ -116,7 +116,7 @@ def _host_port(address: str, default_port: int) -> tuple[str, int]:
     try:
         return host.strip("[]") or "127.0.0.1", int(port)
     except ValueError:
-        raise JudgeblenderError(f"--ray {address!r}: expected local, auto, HOST:PORT or ray://HOST:PORT") from None
+        raise ArgumentError("ray", "local, auto, HOST:PORT or ray://HOST:PORT", address) from None
 
 
 def connect(address: str) -> bool:
@@ -139,8 +139,8 @@ def connect(address: str) -> bool:
     if address == "auto":
         address = os.environ.get("RAY_ADDRESS", "").strip()
         if not address or address == "auto":
-            raise JudgeblenderError("--ray auto joins the cluster named by RAY_ADDRESS, which is not set; "
-                                    "set it to HOST:PORT or ray://HOST:10001, or use --ray local")
+            raise JudgeblenderError("ray=auto joins the cluster named by RAY_ADDRESS, which is not set; "
+                                    "set it to HOST:PORT or ray://HOST:10001, or use ray=local")
     if address.startswith("ray://"):
         _probe(*_host_port(address[len("ray://"):], 10001), address)
     else:
@@ -393,7 +393,7 @@ def plan_workers(model: str, options: dict[str, Any], workers: int | None, resou
         raise JudgeblenderError(
             f"{workers} Ray workers of {model} need {workers * cpus:g} CPUs and {workers * gpus:g} GPUs; "
             f"the cluster has {have_cpus:g} CPUs and {have_gpus:g} GPUs (set ray_cpus / ray_gpus in the judge's "
-            "options, or fewer --ray-workers)")
+            "options, or fewer workers: ray_workers=)")
     concurrency = 1 if total_concurrency is None else max(1, math.ceil(total_concurrency / workers))
     return WorkerPlan(workers, cpus, gpus, concurrency)
 

@@ -78,6 +78,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .. import arguments
 from ..errors import ArgumentError
 from ..kappa import alpha_ordinal_from_confusion, fold_mean_se, kappa_from_confusion
 from .seed_rules import chance_alert, too_small
@@ -147,8 +148,7 @@ def check_choice_args(family: str, rule: str, optimise: str, folds: int) -> None
                                      ("optimise", optimise, tuple(STATISTICS))):
         if value not in allowed:
             raise ArgumentError(argument, "one of " + ", ".join(allowed), value)
-    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
-        raise ArgumentError("folds", "an integer of at least 2 (query folds)", folds)
+    arguments.bounded("folds", folds)
 
 
 # ---- vectorised aggregators on a label matrix (pairs x judges, ABSTAIN where no vote) ----

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import arguments
 from ..errors import ArgumentError
 
 LABELS: tuple[int, ...] = (0, 1, 2, 3)
@@ -73,8 +74,7 @@ class BallotTable:
     invalid: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if len(set(self.judges)) != len(self.judges):
-            raise ArgumentError("judges", "distinct judge ids", list(self.judges))
+        arguments.distinct_ids("judges", self.judges)
         if len(set(self.pairs)) != len(self.pairs):
             raise ArgumentError("pairs", "each pair once in a ballot table", described="a pair twice")
         if self.labels.shape != (len(self.pairs), len(self.judges)):
@@ -188,11 +188,7 @@ def merge_tables(tables: Sequence[BallotTable]) -> BallotTable:
     """
     if len(tables) == 1:
         return tables[0]
-    judges = [j for t in tables for j in t.judges]
-    dupes = sorted({j for j in judges if judges.count(j) > 1})
-    if dupes:
-        raise ArgumentError("tables", "tables of distinct judges",
-                            described=f"the same judge id from two inputs: {', '.join(dupes)}")
+    judges = arguments.distinct_ids("tables", (j for t in tables for j in t.judges))
     order: dict[Pair, int] = {}
     for t in tables:
         for pair in t.pairs:

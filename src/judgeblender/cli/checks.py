@@ -7,7 +7,7 @@ parameter, which check applies (a `--details` is an input of `blend` and an outp
 them ahead of each command's body, so a bad path or number, or two outputs that are one file
 (one would overwrite the other), is one `error:` line and exit 2 before any file is read in
 full, any model loaded or called. Around the body, a library error about a Python argument is
-told of the command's flag for it (cli/usage.py `as_option`).
+told of the command's flag for it, and so is every other argument it names (cli/usage.py `told`).
 
 Before any of that, the command line itself: an option that takes one value is given at most
 once (`OnceCommand`). The framework keeps the last of a repeated option and drops the others
@@ -28,22 +28,22 @@ from typing import Any
 import typer
 from typer.core import TyperCommand
 
-from .. import paths, validate
-from ..errors import ArgumentError
+from .. import arguments, paths, validate
+from ..errors import ArgumentError, JudgeblenderError
 from ..pairs.irds import is_irds
 from . import usage
 
 # Numbers, by parameter name (the same meaning wherever they appear): (low, high, low_open, high_open).
+# A number the library checks too takes its range from the library's one declaration
+# (arguments.BOUNDS); the rest are the command line's own.
 NUMBERS: dict[str, tuple[float | None, float | None, bool, bool]] = {
+    **{name: bound[:4] for name, bound in arguments.BOUNDS.items()},
     "timeout": (0, None, True, False), "concurrency": (1, None, False, False), "threads": (1, None, False, False),
-    "depth": (1, None, False, False), "limit": (1, None, False, False), "context_tokens": (1, None, False, False),
-    "ray_workers": (1, None, False, False), "port": (0, 65535, False, False), "bootstrap": (0, None, False, False),
-    "confidence": (0, 1, True, True), "folds": (2, None, False, False),
+    "limit": (1, None, False, False), "context_tokens": (1, None, False, False),
     "outer_folds": (0, None, False, False), "exhaustive_max": (1, None, False, False),
-    "time_limit": (0, None, True, False), "min_judged": (0, 1, False, False), "trim": (0, 0.5, False, True),
-    "min_votes": (1, None, False, False), "budget": (0, None, False, False), "sample": (1, None, False, False),
-    "spread": (0, 4, False, False), "margin": (0, 1, False, False), "min_choice_mass": (0, 1, False, False), "sample_queries": (1, None, False, False),
-    "sample_pairs": (0, None, True, False), "target_width": (0, None, True, False), "window": (1, None, False, False),
+    "time_limit": (0, None, True, False), "trim": (0, 0.5, False, True),
+    "budget": (0, None, False, False), "sample_queries": (1, None, False, False),
+    "sample_pairs": (0, None, True, False),
     "max_body": (1, None, False, False), "max_pairs": (1, None, False, False), "max_queue": (1, None, False, False),
     "max_reading": (1, None, False, False), "read_timeout": (0, None, True, False),
     # score thresholds and bands: scales differ by scorer (cosine, 0-3, probabilities), so only finite
@@ -205,8 +205,8 @@ def _checked_callback(command: str, callback: Callable) -> Callable:
         check_arguments(command, kwargs)
         try:
             return callback(*args, **kwargs)
-        except ArgumentError as exc:  # the library names its arguments; the command line, its flags
-            raise usage.as_option(exc, usage.flags_of(callback)) from None
+        except JudgeblenderError as exc:  # the library names its arguments; the command line, its flags
+            raise usage.told(exc, usage.flags_of(callback)) from None
 
     run._judgeblender_checked = True  # type: ignore[attr-defined]
     return run

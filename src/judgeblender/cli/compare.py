@@ -27,8 +27,6 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="One JSON object per method per line."),
     ) -> None:
         """nDCG@10, Judged@10 and Recall@10 per method: a low Judged@10 means the score rests on holes."""
-        if not 0 <= min_judged <= 1:
-            raise JudgeblenderError(f"--min-judged is a share between 0 and 1, got {min_judged}")
         wanted = list(measures or METHOD_MEASURES)
         if JUDGED not in wanted:
             wanted.append(JUDGED)  # the point of the table: never show a score without its coverage

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import masking
+from ..arguments import BOUNDS
 from ..errors import CallsFailed
 
 Threads = Annotated[Optional[int], typer.Option("--threads", help="llama.cpp / torch CPU threads.")]
@@ -26,7 +27,7 @@ RayWorkers = Annotated[Optional[int], typer.Option(
     "--ray-workers", help="With --ray: workers holding the model [default: as many as the cluster fits; one per node "
     "for a served model].")]
 MinChoiceMass = Annotated[float, typer.Option(
-    "--min-choice-mass", min=0.0, max=1.0,
+    "--min-choice-mass", min=BOUNDS["min_choice_mass"].low, max=BOUNDS["min_choice_mass"].high,
     help="logprobs mode: the least share of the next-token probability on the label tokens; below it the "
     "answer is invalid (recorded in the details).")]
 Progress = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr.")]

@@ -24,6 +24,8 @@ from ..pairs.runs import read_runs_dir
 from .console import console, err_console
 
 SHOWN_DUPLICATES = 20
+# draw_seed's settings as this command's parameters: its errors are told in their flags
+SEED_PARAMETERS = {"queries": "sample_queries", "pairs": "sample_pairs", "weights": "pair_weights"}
 
 
 def register(app: typer.Typer) -> None:
@@ -79,7 +81,8 @@ def register(app: typer.Typer) -> None:
                 write_pair_design(design_file, holes, drawn, band_list, seed)
             elif sample_queries is not None or sample_pairs is not None:
                 drawn, seed_design = draw_seed(holes, depth, queries=sample_queries, pairs=sample_pairs,
-                                               weights=pair_weights, random_seed=seed, pairs_file=sample_out)
+                                               weights=pair_weights, random_seed=seed, pairs_file=sample_out,
+                                               names=SEED_PARAMETERS)
                 write_pairs(sample_out, drawn)
                 design_file = design_out or design_path_for(sample_out)
                 write_design(design_file, seed_design)

@@ -25,6 +25,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from ..arguments import spoken
 from ..errors import ArgumentError, JudgeblenderError
 
 _NOT_GIVEN = object()
@@ -284,17 +285,54 @@ def flags_of(command: Any) -> dict[str, str]:
     return out
 
 
+def _flag(argument: str, flags: dict[str, str]) -> str | None:
+    """The command's flag for a library argument: the command's own parameter of that name, else
+    the flag the one map gives it (arguments.spoken: CLI_FLAGS, or the name spelled as a flag)
+    where the command has that flag; None where the command has neither."""
+    flag = flags.get(argument)
+    if flag is None and (said := spoken(argument, cli=True)) in flags.values():
+        flag = said
+    return flag
+
+
 def as_option(exc: ArgumentError, flags: dict[str, str]) -> ArgumentError:
     """A library error about a Python argument, told of the command's flag for it: the library
     names `min_choice_mass`, the command line `--min-choice-mass`. An argument the command has
-    under that name, or whose flag spells the name (`ray` -> `--ray`), is renamed, an item of one
-    too (`weights['b']` -> `--weights['b']`); any other (a file, `labels['a']` where the command
-    has no `labels`) is left as the library said it. The one place the CLI maps them."""
+    under that name, or whose flag the one map gives (`ray` -> `--ray`, `systems` -> `--runs`), is
+    renamed, an item of one too (`weights['b']` -> `--weights['b']`); any other (a file,
+    `labels['a']` where the command has no `labels`) is left as the library said it."""
     name, bracket, index = exc.argument.partition("[")  # weights['b']: the flag, then the item
-    flag = flags.get(name)
-    if flag is None and "--" + name.replace("_", "-") in flags.values():
-        flag = "--" + name.replace("_", "-")
+    flag = _flag(name, flags)
     return exc if flag is None else exc.renamed(flag + bracket + index)
+
+
+# Another argument named in a library message, as Python spells it (arguments.spoken):
+# `skip_missing=True`, `depth=10`, `seed_qrels=`.
+_MENTION = re.compile(r"(?<![\w.\-'\"])([a-z][a-z0-9_]*)=(True\b|(?=[\w'\"\[(-]))?")
+
+
+def told(exc: JudgeblenderError, flags: dict[str, str]) -> JudgeblenderError:
+    """A library error as the command line tells it: the argument it is about (`as_option`) and
+    every other argument it names (`skip_missing=True` -> `--skip-missing`, `depth=10` ->
+    `--depth 10`) in the command's flags. The one place the CLI maps them; an error whose text is
+    not its first argument (an OutputError's) is left as it is."""
+    if isinstance(exc, ArgumentError):
+        exc = as_option(exc, flags)
+    text = str(exc)
+
+    def flag_of(found: re.Match) -> str:
+        flag = _flag(found.group(1), flags)
+        if flag is None:
+            return found.group(0)
+        return flag + " " if found.group(2) == "" else flag  # a value follows: `--depth 10`
+
+    reworded = _MENTION.sub(flag_of, text)
+    if reworded == text or exc.args[:1] != (text,):
+        return exc
+    other = type(exc).__new__(type(exc))  # as ArgumentError.renamed: every field kept, the text told anew
+    other.__dict__.update(exc.__dict__)
+    Exception.__init__(other, reworded)
+    return other
 
 
 def option_error(exc: ArgumentError, flags: dict[str, str]):

@@ -77,7 +77,7 @@ def agreement(gold: Qrels, pred: Qrels, name: str, invalid: int = 0, *, bootstra
     depend only on the gold queries, so each prediction's interval is the same whichever other
     predictions are compared); a replicate where a statistic is undefined is left out of it.
     """
-    arguments.non_negative_int("bootstrap", bootstrap)
+    arguments.bounded("bootstrap", bootstrap)
     arguments.confidence(confidence)
     _check_levels(gold, "gold", "gold")
     _check_levels(pred, "prediction", name)

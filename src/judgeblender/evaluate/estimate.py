@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import arguments
-from ..errors import InputError, JudgeblenderError, require
+from ..errors import ArgumentError, InputError, JudgeblenderError, require
 from ..pairs.design import (  # noqa: F401
     Design, PairDesign, design_path_for, draw_query_design, read_design, write_design,
 )
@@ -351,7 +351,7 @@ def estimate_with_seed(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: 
                                          whole_queries=not isinstance(design, PairDesign))
     if isinstance(design, PairDesign):
         if target != "collection":
-            raise JudgeblenderError("a seed of pairs (pairs-poisson design) supports only --target collection")
+            raise ArgumentError("target", "'collection' with a seed of pairs (pairs-poisson design)", target)
         result = estimate_pair_design(llm, human, runs, measures or ["P(rel=2)@10"], design, confidence=confidence,
                                       llm_path=llm_path, human_path=human_path, design_path=path, pairs=pairs)
     else:
@@ -374,8 +374,7 @@ def estimate(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, 
     and (with `pairs`) every pair of runs' difference. See the module docstring."""
     runs = list(runs)  # an iterator of runs is read once
     arguments.confidence(confidence)
-    if target not in TARGETS:
-        raise JudgeblenderError(f"--target must be one of {', '.join(TARGETS)}, got {target!r}")
+    arguments.one_of("target", target, TARGETS)
     if not runs:
         raise JudgeblenderError("estimate needs at least one run")
     seed = check_seed(llm, human, human_path, llm_path, design, design_path)
@@ -526,8 +525,7 @@ def plan(llm: Qrels, human: Qrels, runs: Sequence[Run], measures: Sequence, *, t
     itself uncertain, so plan for the larger runs' needs and re-check with `estimate` afterwards.
     """
     runs = list(runs)  # an iterator of runs is read once
-    if not target_width > 0:
-        raise JudgeblenderError(f"--target-width must be positive, got {target_width}")
+    arguments.bounded("target_width", target_width)
     result = estimate(llm, human, runs, measures, confidence=confidence, llm_path=llm_path,
                       human_path=human_path, design=design, design_path=design_path, pairs=False)
     seed = sorted(q for q, d in human.items() if d)
@@ -573,7 +571,7 @@ def _linear_cutoff(measure, depth: int) -> tuple[int, int]:
             or not isinstance(rel, int)):
         raise JudgeblenderError(
             f"{measure}: a seed of pairs supports measures linear in the labels, P@k or P(rel=r)@k; nDCG's "
-            "normaliser needs every label of a query (use a seed of whole queries: pool --sample-queries)")
+            "normaliser needs every label of a query (use a seed of whole queries: `pool --sample-queries`)")
     if k > depth:
         raise JudgeblenderError(f"{measure}: the design's pool is only {depth} deep; use k <= {depth}")
     return k, rel

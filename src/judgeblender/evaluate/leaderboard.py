@@ -227,7 +227,7 @@ def correlate(gold: Qrels, predictions: Mapping[str, Qrels], runs: Sequence[Run]
     runs = list(runs)  # an iterator of runs is read once
     if not runs:
         raise JudgeblenderError("correlate needs at least one run")
-    arguments.non_negative_int("bootstrap", bootstrap)
+    arguments.bounded("bootstrap", bootstrap)
     arguments.confidence(confidence)
     parsed = parse_measures(measures)
     judged = parse_measures([JUDGED_MEASURE])[0]

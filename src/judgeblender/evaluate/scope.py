@@ -142,7 +142,7 @@ def query_set(reference: Qrels, *, candidates: Iterable[str] | None = None, runs
     there (a query no run ranks anything for keeps counting: every run scores 0 on it). Queries the
     reference labels that are not candidates are listed as dropped too, with the reason `outside`."""
     if min_judged is not None:
-        arguments.share("min_judged", min_judged)
+        arguments.bounded("min_judged", min_judged)
     order = list(dict.fromkeys(str(q) for q in candidates)) if candidates is not None else list(reference)
     kept: list[str] = []
     dropped: dict[str, str] = {}

@@ -42,7 +42,7 @@ from ..pairs.qrels import SCALE, read_qrels
 from ..store import CallStore
 from ..store.embeddings import get_vectors, put_vectors
 from .stats import JudgeStats, Reporter, SilentReporter
-from .judge import JudgeSpec
+from .judge import JudgeSpec, spec_id
 from .judgment import Judgment, StepOutcome
 from .thresholds import Cuts, fit_cuts
 
@@ -137,7 +137,7 @@ class ScorerJudge(ABC):
 
     def __init__(self, spec: JudgeSpec):
         self.spec = spec
-        self.id = spec.id or spec.model
+        self.id = spec_id(spec)
         options: Options = check_options(spec.model, spec.options, self.id)
         self.cuts = cuts_from_options(spec.model, options.model_dump(exclude_none=True))
         self.fit = options.fit

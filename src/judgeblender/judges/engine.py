@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from .. import arguments
 from ..errors import ArgumentError
 from ..flight import SingleFlight
 from ..pairs import Pair
@@ -30,7 +31,7 @@ from .commit import FLUSH_EVERY_S
 from .inputs import resolve_pairs
 from .judge import Judge, JudgeSpec, PairJudge
 from .requests import build_request
-from .run import check_ids, judge_items, run_judge, run_then_close
+from .run import judge_items, run_judge, run_then_close
 from .stats import JudgeRun, JudgeStats, Reporter, SilentReporter, summary_rows
 from .stream import WINDOW, StreamTotals, check_stream, judge_stream, window_texts
 
@@ -51,7 +52,7 @@ async def judge_pairs_async(
     by the runs of one loop (a server's requests), a call one of them is making is waited for by
     the others that need it, not made again (callpool.CallPool)."""
     judges = list(judges)
-    check_ids(judges)
+    arguments.distinct_ids("judges", (j.id for j in judges))
     pairs = [p if isinstance(p, Pair) else Pair(*map(str, p)) for p in pairs]  # (qid, docid) tuples too
     ok, skipped = resolve_pairs(pairs, queries, corpus, skip_missing)
     items = [(p, {"query": queries[p.qid], "passage": corpus[p.docid]}) for p in ok]

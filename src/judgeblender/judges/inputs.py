@@ -79,6 +79,6 @@ class Unfit:
 
     def _text_error(self, total: int) -> JudgeblenderError:
         (qid, docid), kind, problem = self.text  # type: ignore[misc]
-        hint = "" if problem.startswith("not ") else "; pass --skip-missing to judge the rest and report them"
+        hint = "" if problem.startswith("not ") else "; pass skip_missing=True to judge the rest and report them"
         return JudgeblenderError(f"pair ({qid}, {docid}): its {kind} is {problem}, expected a non-blank string "
                                  f"({self.n_text} of {total} pairs like this){hint}")

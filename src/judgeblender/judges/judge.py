@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from collections.abc import Iterable
 
 from .. import arguments
 from ..backends.base import Backend
 from ..calls import Mode
-from ..backends.registry import check_options, create_backend
+from ..backends.registry import check_options, create_backend, is_scorer
 from ..errors import ArgumentError, JudgeblenderError, TemplateError
 from ..prompts import PromptTemplate, get_template
 
@@ -49,19 +48,31 @@ class JudgeSpec:
 
 
 # -- judge ids --------------------------------------------------------------------------------
-# A judge declared without an id is called MODEL/PROMPT/MODE, PROMPT the template's own name.
-# Built here only: six places built it before, the judge itself from the template's name and
-# panels, `jb.judge`'s lists and cascades from the prompt as written. They differ where the prompt
-# is a file (`my/umbrela-v2.toml`, or a user library file named otherwise than its `name`), and
-# there the template's name wins: it was the id of the single judge of `judge`, `grade` and every
-# jury (and stays so), it does not change with the folder the file sits in or the working folder,
-# and it holds no slash, so `judge_id_fields` reads the id back. The ids those panels, lists and
-# cascades gave (the prompt as written) are `former_ids`, which is how files written with them
-# still find their judges (`blend --panel`, a panel's tie-breaker, calibrate's panel).
+# A judge declared without an id is called MODEL/PROMPT/MODE, PROMPT the template's own name, and a
+# scorer (embed:, cross:: no prompt, no scoring mode) by its model string alone. Built here only
+# (`judge_id`), for every kind of judge: six places built it before, the judge itself from the
+# template's name and panels, `jb.judge`'s lists and cascades from the prompt as written; and a
+# scorer was `embed:default` to the judge, `judge --judge`, cascades and `jb.panel([...])` but
+# `embed:default/umbrela/generate` to a panel file, which gave it the prompt and mode it ignores.
+# Where the prompt is a file (`my/umbrela-v2.toml`, or a user library file named otherwise than
+# its `name`) the template's name wins: it was the id of the single judge of `judge`, `grade` and
+# every jury (and stays so), it does not change with the folder the file sits in or the working
+# folder, and it holds no slash, so `judge_id_fields` reads the id back. A scorer keeps its model
+# string, the id every command but the panel file gave it and the one its stored judgments mostly
+# carry. The ids those panels, lists, cascades and panel files gave are `former_ids`, which is how
+# files written with them still find their judges (`blend --panel`, a panel's tie-breaker,
+# calibrate's panel).
 
-def judge_id(model: str, prompt_name: str, mode: str) -> str:
-    """The id of a judge of `model` with the prompt called `prompt_name`, scoring by `mode`."""
-    return f"{model}/{prompt_name}/{mode}"
+def _joined(model: str, prompt: str, mode: str) -> str:
+    return f"{model}/{prompt}/{mode}"
+
+
+def judge_id(model: str, prompt: str, mode: str, template: PromptTemplate | None = None) -> str:
+    """The id of a judge of `model` with `prompt` (a name or a file; `template` when it is read
+    already), scoring by `mode`: MODEL/PROMPT/MODE, or MODEL for a scorer."""
+    if is_scorer(model):
+        return model
+    return _joined(model, prompt_name(prompt, template), mode)
 
 
 def prompt_name(prompt: str, template: PromptTemplate | None = None) -> str:
@@ -76,27 +87,17 @@ def prompt_name(prompt: str, template: PromptTemplate | None = None) -> str:
 
 
 def spec_id(spec: JudgeSpec, template: PromptTemplate | None = None) -> str:
-    """The judge's id: the one its declaration gives, else MODEL/PROMPT/MODE (`judge_id`)."""
-    return spec.id or judge_id(spec.model, prompt_name(spec.prompt, template), spec.mode)
+    """The judge's id: the one its declaration gives, else `judge_id`."""
+    return spec.id or judge_id(spec.model, spec.prompt, spec.mode, template)
 
 
 def former_ids(model: str, prompt: str, mode: str) -> tuple[str, ...]:
-    """The id a judge declared without one had in panels, `jb.judge`'s lists and cascades before
-    `judge_id` named every judge, where it differs from today's: the prompt as written."""
-    old = judge_id(model, prompt, mode)
-    return (old,) if old != judge_id(model, prompt_name(prompt), mode) else ()
-
-
-def check_distinct_ids(ids: Iterable[str], argument: str = "judges") -> None:
-    """Two judges of one run, panel or jury may not share an id: one would overwrite the other's
-    labels (the one check of it, wherever judges are put together)."""
-    ids = list(ids)
-    seen: set[str] = set()
-    for jid in ids:
-        if jid in seen:
-            raise ArgumentError(argument, "judges with distinct ids", described=f"two that share the id {jid!r}",
-                                hint="give each its own id")
-        seen.add(jid)
+    """The ids a judge declared without one had before `judge_id` named every judge, where they
+    differ from today's: the prompt as written (panels, `jb.judge`'s lists and cascades), and a
+    scorer's MODEL/PROMPT/MODE (panel files)."""
+    today = judge_id(model, prompt, mode)
+    olds = (_joined(model, prompt, mode), _joined(model, prompt_name(prompt), mode))
+    return tuple(old for old in dict.fromkeys(olds) if old != today)
 
 
 # -- checks of a declaration ------------------------------------------------------------------
@@ -118,7 +119,7 @@ def check_invalid_policy(policy: object) -> str:
 
 def check_min_choice_mass(mass: object) -> float:
     """logprobs mode's least share of the next-token mass on the label tokens: 0 to 1."""
-    return arguments.number_from_to("min_choice_mass", mass, 0.0, 1.0)
+    return arguments.bounded("min_choice_mass", mass)
 
 
 def check_spec(spec: JudgeSpec, template: PromptTemplate | None = None) -> PromptTemplate:
@@ -160,7 +161,7 @@ class Judge:
         if not self.spec.allow_fallback:
             raise JudgeblenderError(
                 f"judge {self.id}: logprobs scoring is not possible ({reason}); "
-                "pass --allow-fallback to generate instead (the fallback is recorded)"
+                "pass allow_fallback=True to generate instead (the fallback is recorded)"
             )
         self.mode = "generate"
         self.fallback = f"logprobs -> generate: {reason}"

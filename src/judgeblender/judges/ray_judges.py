@@ -104,7 +104,7 @@ def start(specs: Sequence[JudgeSpec], address: str, workers: int | None = None, 
     `scorers_on_driver`: False where the one judge of a run must itself be an LLM judge."""
     arguments.text("ray", address)
     if workers is not None:
-        arguments.positive_int("ray_workers", workers)
+        arguments.bounded("ray_workers", workers)
     if batch:
         raise ArgumentError("ray", "no Ray cluster when Batch API files (batch_read, batch_write) answer the calls",
                             address)

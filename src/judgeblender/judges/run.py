@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from .. import asyncrun
 from ..backends.base import LogprobsUnsupported
-from ..errors import BackendError, CallDeferred, JudgeblenderError
+from ..errors import BackendError, CallDeferred
 from ..flight import SingleFlight
 from ..pairs import Pair
 from ..prompts import Step
@@ -235,14 +235,6 @@ async def judge_items(judges: list[Judge | PairJudge], items: list[tuple[Pair, d
         else:
             judgments[judge.id], stats[judge.id] = await judge.run(items, store, reporter)
     return judgments, stats
-
-
-def check_ids(judges: list) -> None:
-    """Two judges of one run may not share an id: their judgments would be filed as one."""
-    ids = [j.id for j in judges]
-    if len(set(ids)) != len(ids):
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
-        raise JudgeblenderError(f"two judges share the id {dupes[0]!r}: give each a distinct id")
 
 
 def run_then_close(judges: Iterable[Any], work: Coroutine[Any, Any, T]) -> T:

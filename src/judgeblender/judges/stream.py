@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from .. import arguments
 from ..pairs import Pair
 from ..store import CallStore
 from .inputs import Unfit, resolve_pairs
-from .run import check_ids, judge_items, run_then_close
+from .run import judge_items, run_then_close
 from .stats import JudgeRun, JudgeStats, Reporter, SilentReporter
 
 WINDOW = 10_000
@@ -109,7 +110,7 @@ async def judge_windows_async(
     input order, each pair once over the whole stream) with the window's passages by docid.
     Nothing of a window is kept after it is yielded: run `check_stream` first for errors before
     any model call."""
-    check_ids(judges)
+    arguments.distinct_ids("judges", (j.id for j in judges))
     reporter = reporter or SilentReporter()
     for index, chunk in enumerate(windows(pairs, window), 1):
         texts = window_texts(corpus, (p.docid for p in chunk))

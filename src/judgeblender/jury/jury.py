@@ -21,7 +21,6 @@ from typing import Any
 from .. import arguments, asyncrun
 from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..judges import Judge, JudgeSpec, build_judge
-from ..judges.judge import check_distinct_ids
 from ..judges.commit import declare_writer
 from ..judges.engine import JudgeStats, Reporter, SilentReporter, run_judge
 from ..pairs import Pair
@@ -65,7 +64,7 @@ class Jury:
         judges = list(judges) if isinstance(judges, Iterable) and not isinstance(judges, (str, bytes)) else []
         if not judges:  # a jury of no member could decide nothing
             raise ArgumentError("judges", "a list of at least one JudgeSpec or Judge", given)
-        arguments.positive_int("min_votes", min_votes)
+        arguments.bounded("min_votes", min_votes)
         self.judges = [j if isinstance(j, Judge) else build_judge(j) for j in judges]
         for judge in self.judges:
             if not isinstance(judge, Judge):
@@ -73,7 +72,7 @@ class Jury:
             if judge.mode == "logprobs" and any(s.output == "json" for s in judge.template.steps):
                 raise JudgeblenderError(f"{judge.id}: a JSON verdict must be generated; "
                                         "logprobs scoring cannot give one (use mode generate)")
-        check_distinct_ids(j.id for j in self.judges)
+        arguments.distinct_ids("judges", (j.id for j in self.judges))
         pool([], pooling, threshold, trim, tie)  # validate the settings now
         self.pooling, self.threshold, self.trim, self.tie, self.min_votes = pooling, threshold, trim, tie, min_votes
         self.store = CallStore(store) if isinstance(store, (str, Path)) else store

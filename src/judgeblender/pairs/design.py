@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, JudgeblenderError
+from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..fileio import atomic_write_text
 
 DESIGN_VERSION = 1
@@ -102,7 +102,7 @@ def draw_query_design(population: Sequence[str], n: int, random_seed: int) -> De
     """A simple random sample without replacement of `n` whole queries (numpy's generator)."""
     pop = list(population)
     if not 1 <= n <= len(pop):
-        raise JudgeblenderError(f"--sample-queries must be between 1 and the {len(pop)} pooled queries, got {n}")
+        raise ArgumentError("n", f"a number of queries between 1 and the {len(pop)} pooled queries", n)
     rng = np.random.default_rng(random_seed)
     chosen = set(rng.choice(len(pop), size=n, replace=False).tolist())
     return Design("queries", pop, [q for i, q in enumerate(pop) if i in chosen], random_seed)
@@ -190,7 +190,7 @@ def draw_pair_design(pooled: Sequence, budget: float, depth: int, weights: str, 
     the pair's weight over runs in P@depth (sqrt(sum_r W[r, p]^2)); "uniform": equal.
     """
     if weights not in ("runs", "uniform"):
-        raise JudgeblenderError(f"--pair-weights must be 'runs' or 'uniform', got {weights!r}")
+        raise ArgumentError("weights", "'runs' or 'uniform'", weights)
     pairs = [(p.qid, p.docid) for p in pooled]
     size = np.sqrt([len(set(p.runs)) for p in pooled]) if weights == "runs" else np.ones(len(pairs))
     pi = inclusion_probabilities(size, budget)
@@ -220,27 +220,27 @@ def _read_pair_design(path: Path, data: dict) -> PairDesign:
                       data.get("random_seed"))
 
 
-# The names the `pool` command gives the draw's settings; the Python API passes its own.
-POOL_OPTIONS = {"queries": "--sample-queries", "pairs": "--sample-pairs", "weights": "--pair-weights"}
+# How errors name the draw's settings: the Python arguments. `pool` passes its own parameters'
+# names (sample_queries, ...), which the command line tells as its flags (cli/usage.py `told`).
+SEED_ARGUMENTS = {"queries": "queries", "pairs": "pairs", "weights": "weights"}
 
 
 def draw_seed(holes: Sequence, depth: int, *, queries: int | None = None, pairs: float | None = None,
               weights: str = "runs", random_seed: int = 0, pairs_file: str | Path = "the seed's pairs file",
-              names: dict[str, str] = POOL_OPTIONS) -> tuple[list, Design | PairDesign]:
+              names: dict[str, str] = SEED_ARGUMENTS) -> tuple[list, Design | PairDesign]:
     """A human seed drawn from the pooled pairs `holes` (PoolPair) with a design `estimate` can use,
     as `pool --sample-queries` / `--sample-pairs` and `jb.sample_seed` draw it: `queries` whole
     queries at random without replacement (every pooled pair of each), or every pair independently
     with known probabilities, `pairs` expected (`weights` "runs" or "uniform"). Returns the drawn
     pairs, in pool order, and the design to write beside them. `names` says how errors call the
-    settings: the command's options, or the Python arguments."""
-    from ..errors import ArgumentError
+    settings: the Python arguments, or the command's parameters."""
     from .pool import qid_key
 
     if queries is None and pairs is None:
-        raise ArgumentError(names["queries"], f"a number of whole queries to draw (or {names['pairs']}, pairs with "
+        raise ArgumentError(names["queries"], f"a number of whole queries to draw (or {names['pairs']}=, pairs with "
                             "known probabilities)", described="none")
     if queries is not None and pairs is not None:
-        raise ArgumentError(names["pairs"], f"none with {names['queries']} (whole queries or pairs: one design)", pairs)
+        raise ArgumentError(names["pairs"], f"none with {names['queries']}= (whole queries or pairs: one design)", pairs)
     if queries is not None:
         population = sorted({p.qid for p in holes}, key=qid_key)
         if isinstance(queries, bool) or not isinstance(queries, int) or not 1 <= queries <= len(population):

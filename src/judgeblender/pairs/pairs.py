@@ -49,7 +49,7 @@ def detect_format(path: str | Path) -> str:
 def _depth(depth: object) -> int | None:
     """A run's top-k: a slice with -1 would quietly drop each query's last document, and 2.5 fail
     as a slice, so it is checked where the pairs are asked for (read_pairs, PairsFile)."""
-    return None if depth is None else arguments.positive_int("depth", depth)
+    return None if depth is None else arguments.bounded("depth", depth)
 
 
 def read_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None) -> list[Pair]:

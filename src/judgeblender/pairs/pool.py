@@ -16,7 +16,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InputError, JudgeblenderError
+from .. import arguments
+from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..fileio import atomic_write_text
 from .qrels import PAIRS_ONLY, Qrels, read_qrels
 from .queries import read_queries
@@ -49,8 +50,7 @@ class RunContribution:
 
 def pool_runs(runs: Sequence[Run], depth: int, queries: Collection[str] | None = None) -> list[PoolPair]:
     """The union of every run's top `depth`, ordered by query, then best rank, then docid."""
-    if depth < 1:
-        raise JudgeblenderError(f"--depth must be 1 or more, got {depth}")
+    arguments.bounded("depth", depth)
     by_pair: dict[tuple[str, str], PoolPair] = {}
     for run in runs:
         for qid in run.ranking:
@@ -85,7 +85,7 @@ def drop_duplicate_texts(pairs: Sequence[PoolPair], corpus: Mapping[str, str], c
     if missing and not skip_missing:
         raise JudgeblenderError(
             f"{len(missing)} pooled document(s) have no text in {corpus_name} (first: {', '.join(missing[:5])}); "
-            "dropping duplicates needs every pooled text (--skip-missing keeps them unchecked)"
+            "dropping duplicates needs every pooled text (skip_missing=True keeps them unchecked)"
         )
     judged = judged or {}
     groups: dict[tuple[str, str], list[PoolPair]] = {}
@@ -122,24 +122,25 @@ def run_contributions(runs: Sequence[Run], pooled: Sequence[PoolPair], holes: Se
 
 # -- stratified sampling -------------------------------------------------------------------
 
-def parse_bands(spec: str, depth: int) -> list[tuple[int, int]]:
+def parse_bands(bands: str, depth: int) -> list[tuple[int, int]]:
     """'1-3,4-10' -> [(1, 3), (4, 10)]; the bands must cover ranks 1..depth without gaps."""
-    bands = []
-    for part in spec.split(","):
+    out = []
+    for part in bands.split(","):
         lo_s, sep, hi_s = part.strip().partition("-")
         try:
             lo, hi = int(lo_s), (int(hi_s) if sep else int(lo_s))
         except ValueError:
-            raise JudgeblenderError(f"--bands: expected ranges such as 1-3,4-10, got {part!r}") from None
-        bands.append((lo, hi))
+            raise ArgumentError("bands", "ranges such as 1-3,4-10", described=repr(part)) from None
+        out.append((lo, hi))
     expected = 1
-    for lo, hi in bands:
+    for lo, hi in out:
         if lo != expected or hi < lo:
-            raise JudgeblenderError(f"--bands {spec!r}: bands must run from rank 1 upwards without gaps or overlaps")
+            raise ArgumentError("bands", "bands that run from rank 1 upwards without gaps or overlaps", bands)
         expected = hi + 1
     if expected <= depth:
-        raise JudgeblenderError(f"--bands {spec!r} stops at rank {expected - 1}, short of --depth {depth}")
-    return bands
+        raise ArgumentError("bands", f"bands down to rank depth={depth}", bands,
+                            hint=f"these stop at rank {expected - 1}")
+    return out
 
 
 def default_bands(depth: int) -> list[tuple[int, int]]:
@@ -165,17 +166,16 @@ def spread(total: int, capacities: Sequence[int], rng: random.Random) -> list[in
     return quota
 
 
-def stratified_sample(pairs: Sequence[PoolPair], n: int, seed: int,
+def stratified_sample(pairs: Sequence[PoolPair], sample: int, seed: int,
                       bands: Sequence[tuple[int, int]]) -> list[PoolPair]:
-    """`n` pairs spread evenly over queries, then within each query over rank bands.
+    """`sample` pairs spread evenly over queries, then within each query over rank bands.
 
     A query or band with too few pairs gives its share to the others. The draw depends on
     the seed and the pool only, so it can be repeated.
     """
-    if n < 1:
-        raise JudgeblenderError(f"--sample must be 1 or more, got {n}")
+    n = arguments.bounded("sample", sample)
     if n > len(pairs):
-        raise JudgeblenderError(f"--sample {n} is larger than the pool ({len(pairs)} pairs)")
+        raise ArgumentError("sample", f"a sample no larger than the pool ({len(pairs)} pairs)", n)
     rng = random.Random(seed)
     strata: dict[str, list[list[PoolPair]]] = {}
     for p in pairs:

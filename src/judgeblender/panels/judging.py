@@ -76,14 +76,14 @@ class RunOptions:
             raise ArgumentError("options", "a dict of backend options", self.backend)
         arguments.flag("skip_missing", self.skip_missing)
         arguments.flag("redact", self.redact)
-        arguments.positive_int("window", self.window)
+        arguments.bounded("window", self.window)
         if self.ray is not None:
             arguments.text("ray", self.ray)
             if self.batch_read is not None or self.batch_write is not None:
                 raise ArgumentError("ray", "no Ray cluster when Batch API files (batch_read, batch_write) answer the "
                                            "calls", self.ray)
         if self.ray_workers is not None:
-            arguments.positive_int("ray_workers", self.ray_workers)
+            arguments.bounded("ray_workers", self.ray_workers)
         return self
 
     def spec_fields(self) -> dict[str, Any]:

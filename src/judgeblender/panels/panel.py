@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import validate
+from .. import arguments, validate
 from ..blend import BallotTable, Blender, BlendResult, Vote
 from ..errors import ArgumentError, InputError, JudgeblenderError, TemplateError
 from ..prompts import get_template
 from ..judges.engine import JudgeRun
-from ..judges.judge import JudgeSpec, check_distinct_ids, spec_id
+from ..judges.judge import JudgeSpec, spec_id
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -74,7 +74,7 @@ def _assign_ids(specs: list[JudgeSpec], panel: str) -> None:
     """Every member's id (its own, else MODEL/PROMPT/MODE: judges/judge.py `spec_id`), distinct."""
     for spec in specs:
         spec.id = spec_id(spec)
-    check_distinct_ids((s.id for s in specs), f"panel {panel}")
+    arguments.distinct_ids(f"panel {panel}", (s.id for s in specs))
 
 
 def preset(name: str, models: list[str] | None, mode: str, options: dict[str, Any], **spec_kw) -> Panel:
@@ -208,7 +208,7 @@ def load_panel(path: str | Path, mode: str, options: dict[str, Any], **spec_kw) 
         model = j.get("model")
         if model is None or model == "":  # a label-file judge written by `calibrate`: say how to name its model
             raise InputError(path, header, f"{where} ({j.get('id', '?')}): a model; it came from a label file: "
-                             "re-run calibrate with --judge-model NAME=MODEL[/PROMPT[/MODE]] or set model here")
+                             "re-run `calibrate --judge-model NAME=MODEL[/PROMPT[/MODE]]` or set model here")
         if not isinstance(model, str) or model.partition(":")[0] not in prefixes or ":" not in model:
             raise InputError(path, where_is.key("model", header),
                              f"{where}: a model string PREFIX:MODEL with PREFIX in {sorted(prefixes)}", str(model))

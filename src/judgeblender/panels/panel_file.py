@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import arguments
 from ..errors import InputError, JudgeblenderError
-from ..judges.judge import MODES, JudgeSpec, former_ids, judge_id, prompt_name
+from ..judges.judge import MODES, JudgeSpec, former_ids, judge_id
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -66,6 +67,12 @@ def judge_id_fields(judge_id: str) -> tuple[str, str, str] | None:
     """Judge ids written by `judge --panel` are MODEL/PROMPT/MODE; None for any other id."""
     parts = judge_id.rsplit("/", 2)
     return (parts[0], parts[1], parts[2]) if len(parts) == 3 and ":" in parts[0] and parts[2] in MODES else None
+
+
+def _span(name: str) -> str:
+    """LOW..HIGH of a bound declared in arguments.BOUNDS, as a panel file's errors say it."""
+    bound = arguments.BOUNDS[name]
+    return f"{bound.low:g}..{bound.high:g}"
 
 
 def _q(text: str) -> str:
@@ -249,9 +256,10 @@ def load_blend_panel(path: str | Path) -> BlendPanel:
     judges = data.get("judges")
     if not isinstance(judges, list) or not judges:
         raise InputError(path, None, "at least one [[judges]] table")
-    ids, weights, aliases = [], {}, {}
+    ids, weights, aliases, headers = [], {}, {}, []
     for n, j in enumerate(judges, start=1):
         header = where.table("judges", n)
+        headers.append(header)
         bad = sorted(set(j) - JUDGE_KEYS)
         if bad:
             raise InputError(path, where.key(bad[0], header), f"judge {n}: only the keys {sorted(JUDGE_KEYS)}",
@@ -259,18 +267,18 @@ def load_blend_panel(path: str | Path) -> BlendPanel:
         jid = j.get("id")
         if jid is None and isinstance(j.get("model"), str):
             fields = (j["model"], str(j.get("prompt", "umbrela")), str(j.get("mode", "generate")))
-            jid = judge_id(fields[0], prompt_name(fields[1]), fields[2])
+            jid = judge_id(*fields)
             aliases[jid] = former_ids(*fields)
         if not isinstance(jid, str) or not jid:
             raise InputError(path, header, f"judge {n}: an id (the label file's judge name) or a model")
-        if jid in ids:
-            raise InputError(path, where.key("id", header), f"judge {n}: a distinct id", jid)
         ids.append(jid)
         try:
             weights[jid] = float(j.get("weight", 1.0))
         except (TypeError, ValueError):
             raise InputError(path, where.key("weight", header), f"judge {n}: a number for weight",
                              str(j.get("weight"))) from None
+    arguments.distinct_ids("judges", ids, refuse=lambda i, jid: InputError(
+        path, where.key("id", headers[i]), f"judge {i + 1}: a distinct id", jid))
     agg = data.get("aggregator", {})
     bad = sorted(set(agg) - AGGREGATOR_KEYS)
     if bad:
@@ -341,15 +349,17 @@ def read_tiebreaker_table(path: str | Path, mode: str = "generate", need_model: 
     spread, margin = table.get("spread", DEFAULT_SPREAD), table.get("margin")
     if margin is not None:
         spread = None
-        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin <= 1:
-            raise InputError(path, where.key("margin", header), "[tiebreaker]: margin, a number 0..1", str(margin))
+        if not arguments.in_bounds("margin", margin):
+            raise InputError(path, where.key("margin", header), "[tiebreaker]: margin, a number "
+                             f"{_span('margin')}", str(margin))
         margin = float(margin)
-    elif isinstance(spread, bool) or not isinstance(spread, int) or not 0 <= spread <= 4:
-        raise InputError(path, where.key("spread", header), "[tiebreaker]: spread, an integer 0..4", str(spread))
+    elif not arguments.in_bounds("spread", spread):
+        raise InputError(path, where.key("spread", header), f"[tiebreaker]: spread, an integer {_span('spread')}",
+                         str(spread))
     prompt, jmode = table.get("prompt", "umbrela"), table.get("mode", mode)
     tid, aliases = table.get("id"), ()
     if not tid and model:
-        tid, aliases = judge_id(model, prompt_name(str(prompt)), jmode), former_ids(model, str(prompt), jmode)
+        tid, aliases = judge_id(model, str(prompt), jmode), former_ids(model, str(prompt), jmode)
     if not isinstance(tid, str) or not tid:
         raise InputError(path, header, "[tiebreaker]: an id (the label file's judge name) or a model")
     return TiebreakerTable(tid, model, prompt, jmode, dict(table.get("options", {})), spread, margin, aliases)

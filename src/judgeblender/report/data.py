@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import arguments
 from ..arguments import spoken
-from ..errors import InputError, JudgeblenderError
+from ..errors import ArgumentError, InputError, JudgeblenderError
 from ..evaluate.agreement import LEVELS, AgreementReport, agreement
 from ..evaluate.bias import GroupBias, read_groups, report_bias
 from ..evaluate.estimate import EstimateResult, estimate_with_seed
@@ -102,7 +103,8 @@ def read_labels(inputs: ReportInputs) -> ReportLabels:
     names = _names(inputs.preds)
     preds = {name: read_qrels(p, allowed=LEVELS) for name, p in zip(names, inputs.preds)}
     if "human" in preds:
-        raise JudgeblenderError("a --pred file may not be named 'human' (the report's name for --gold)")
+        raise ArgumentError("predictions", "labels not named 'human' (the report's name for gold)",
+                            str(inputs.preds[list(preds).index("human")]))
     return ReportLabels(gold, preds, dict(zip(names, inputs.preds)), read_runs_dir(inputs.runs_dir),
                         read_qrels(inputs.seed_qrels, allowed=LEVELS) if inputs.seed_qrels else None)
 
@@ -134,20 +136,19 @@ class ReportData:
 def _names(paths: list[Path]) -> list[str]:
     names = [p.stem for p in paths]
     if len(set(names)) != len(names):
-        raise JudgeblenderError("two --pred files share a file name stem: " + ", ".join(str(p) for p in paths)
-                                + "; each prediction is named by its stem, so rename one")
+        raise ArgumentError("predictions", "files with distinct stems (each prediction is named by its stem)",
+                            described=", ".join(str(p) for p in paths), hint="rename one")
     return names
 
 
 def collect(inputs: ReportInputs, labels: ReportLabels | None = None) -> ReportData:
     """What the report shows, from `labels` (read from the files of `inputs` when None)."""
-    if not 0 <= inputs.min_judged <= 1:
-        raise JudgeblenderError(f"--min-judged is a share between 0 and 1, got {inputs.min_judged}")
+    arguments.bounded("min_judged", inputs.min_judged)
     if not inputs.preds:
-        raise JudgeblenderError("the report needs at least one --pred qrels")
+        raise ArgumentError("predictions", "at least one file of LLM labels", described="none")
     if inputs.design is not None and inputs.seed_qrels is None:
-        raise JudgeblenderError("--design describes a --seed-qrels file: give both")
-    check_scope(inputs.scope, "--scope")
+        raise ArgumentError("design", "a design with its seed (seed_qrels=) to describe", str(inputs.design))
+    check_scope(inputs.scope, "scope")
     labels = labels if labels is not None else read_labels(inputs)
     gold, preds, runs = labels.gold, labels.preds, labels.runs
     run_names = [r.name for r in runs]

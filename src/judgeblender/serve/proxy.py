@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import masking
+from .. import arguments, masking
 from ..backends.openai_compat import parse_retry_after
 from ..backends.openai_keys import resolve_api_key
 from ..masking import public_base_url
@@ -340,7 +340,7 @@ def proxy_settings(upstream: str, store: str | os.PathLike[str], *, host: str = 
     if not isinstance(upstream, str) or not re.match(r"^https?://[^/\s]+", upstream or ""):
         raise ArgumentError("upstream", "the upstream's base URL, http:// or https:// (as base_url takes it, e.g. "
                             "http://127.0.0.1:8000/v1)", upstream)
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+    if not arguments.in_bounds("port", port):
         raise ArgumentError("port", "a port number from 0 (any free port) to 65535", port)
     if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
         raise ArgumentError("timeout_s", "a positive number of seconds", timeout_s)

@@ -39,12 +39,12 @@ def is_loopback(host: str) -> bool:
     return bool(found) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in found)
 
 
-def check_exposure(host: str, has_tokens: bool, option: str = "--token-file") -> None:
+def check_exposure(host: str, has_tokens: bool) -> None:
     """A server reachable beyond this machine needs bearer tokens: refused at start otherwise."""
     if not has_tokens and not is_loopback(host):
-        raise ArgumentError("--host", f"a loopback address (127.0.0.1, ::1, localhost) unless {option} is given",
-                            host, hint=f"a server reachable from other machines must ask for a token: pass "
-                                       f"{option} FILE (one token a line)")
+        raise ArgumentError("host", "a loopback address (127.0.0.1, ::1, localhost) unless token_file= is given",
+                            host, hint="a server reachable from other machines must ask for a token: pass "
+                                       "token_file=FILE (one token a line)")
 
 
 def read_tokens(path: Any, *, owner_only: bool = False, min_length: int = 1) -> list[str]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from ..errors import JudgeblenderError, OutputError
+from ..errors import ArgumentError, JudgeblenderError, OutputError
 from .calls import CallStore, StoreError, is_full, open_read_only, read_only_uri, store_error
 from .migrations import MIGRATIONS
 
@@ -88,7 +88,7 @@ class MergeConflict(JudgeblenderError):
         more = report.conflicts_total - len(report.conflicts)
         super().__init__(
             f"{report.conflicts_total} key(s) have different answers in different stores; nothing written "
-            f"(keep the first input's answer with --keep-first):\n  {shown}"
+            f"(keep the first input's answer with keep_first=True):\n  {shown}"
             + (f"\n  ... and {more} more" if more > 0 else ""))
 
 
@@ -134,9 +134,11 @@ def merge_stores(out: str | Path, inputs: list[str | Path], keep_first: bool = F
         seen[p.resolve()] = p
         _check_input(p)
     if out.resolve() in seen:
-        raise JudgeblenderError(f"--out {out} is also an input: write the merge to a new file")
+        raise ArgumentError("out", "a new file", described=f"{str(out)!r}, which is also an input",
+                            hint="write the merge to a new file")
     if out.exists() and not overwrite:
-        raise JudgeblenderError(f"{out} exists: remove it first, or pass --force to replace it")
+        raise ArgumentError("out", "a new file", described=f"{str(out)!r}, which exists",
+                            hint="remove it first, or pass overwrite=True to replace it")
     existed = out.exists()
     report = MergeReport(out, paths)
     tmp: Path | None = None
