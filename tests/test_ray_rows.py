@@ -93,6 +93,32 @@ def driver_packs(monkeypatch) -> list[int]:
 
 
 @pytest.mark.ray
+def test_a_run_whose_first_judge_writes_here_asks_for_the_writer_process_for_its_ray_judge(cluster, tmp_path):
+    """A panel whose first judge writes here (an instant scripted one) and whose second runs under
+    Ray: the run chooses the store's writer process before its first write (declare_writer), so
+    the Ray driver's rows are committed off its CPU, and both judges' rows are stored."""
+    import json
+
+    from judgeblender.judges import Judge
+    from judgeblender.judges.ray_judges import ray_judge
+
+    rules = tmp_path / "scripted.json"
+    rules.write_text(json.dumps({"rules": [{"contains": "", "probs": {"2": 0.9, "1": 0.1}}], "name": "s"}))
+    queries, corpus, pairs = inputs(12)
+    with OpenAITestServer("##final score: 2", max_requests=100) as server:
+        judge = ray_judge(spec(server), workers=1)
+        try:
+            with CallStore(tmp_path / "mixed.sqlite") as store:
+                run = judge_pairs([Judge(JudgeSpec(model=f"scripted:{rules}", mode="logprobs")), judge],
+                                  pairs, queries, corpus, store=store)
+                assert store.writer.kind == "child"
+                assert store.count_calls() == 24
+        finally:
+            judge.close()
+    assert [len(j) for j in run.judgments.values()] == [12, 12]
+
+
+@pytest.mark.ray
 @pytest.mark.parametrize("mode", ["generate", "logprobs"])
 def test_the_workers_make_the_rows_and_the_store_holds_what_the_driver_would_have_made(
         cluster, tmp_path, monkeypatch, mode):

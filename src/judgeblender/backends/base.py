@@ -55,6 +55,9 @@ class Backend(ABC):
     # Answers come over the network while this process waits: its event loop's CPU bounds the
     # rate, so the engine has the store's rows made and written in a process of their own.
     served: bool = False
+    # The run's driver CPU per call is what bounds it (a Ray driver feeding many workers): its
+    # store's rows are committed by the writer process (judges.commit.declare_writer), not here.
+    rows_off_driver: bool = False
     # Transport retries made so far (429, 5xx, timeouts, connection errors): a backend that
     # retries counts here; the engine reads it through count_retries.
     retries_total: int = 0

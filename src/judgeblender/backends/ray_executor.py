@@ -412,6 +412,8 @@ class RayBackend(Backend):
     """The driver's view of a judge's backend: identity and limits from the workers, calls sent
     to them. `max_concurrency` is the bound on calls outstanding (the engine's pool size)."""
 
+    rows_off_driver = True
+
     def __init__(self, model: str, options: dict[str, Any], workers: int | None = None, share: int = 1,
                  rows: RowMaker | None = None):
         """`share`: how many models will hold workers at once (RayJudges): each plans with that

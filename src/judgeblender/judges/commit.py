@@ -54,10 +54,12 @@ def writes_later(backend: Backend) -> bool:
 
 def declare_writer(store: CallStore | None, judges: Iterable[object]) -> None:
     """Before a run's first write, the writer its store needs (CallStore.writer_for chooses once
-    per store): the writer process where any of the run's judges writes later (a served one),
-    so that a judge run before it that writes here (an embedded model, a scorer's vectors) does
-    not choose this process for the served judge's rows as well."""
-    if store is not None and any(isinstance(j, Judge) and writes_later(j.backend) for j in judges):
+    per store): the writer process where any of the run's judges writes later (a served one) or
+    runs under Ray (its driver's CPU per call bounds the run: Backend.rows_off_driver), so that a
+    judge run before it that writes here (an embedded model, a scorer's vectors) does not choose
+    this process for that judge's rows as well."""
+    if store is not None and any(isinstance(j, Judge) and (writes_later(j.backend) or j.backend.rows_off_driver)
+                                 for j in judges):
         store.write_in_child()
 
 
