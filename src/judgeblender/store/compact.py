@@ -413,19 +413,9 @@ def _masked_json(mask: masking.Mask, text: str | None) -> str | None:
     return canonical_json(mask.value(json.loads(text)))
 
 
-SCHEMA_5 = """
-CREATE TABLE texts (
-    id INTEGER PRIMARY KEY,
-    text TEXT NOT NULL
-);
-CREATE TABLE shapes (
-    shape INTEGER PRIMARY KEY,
-    settings INTEGER NOT NULL,
-    dict INTEGER NOT NULL
-);
-CREATE INDEX shapes_by_settings ON shapes (settings);
-CREATE TABLE calls5 (
-    key TEXT PRIMARY KEY,
+# The columns of a `calls` row (CALLS_INSERT's order), in every layout since schema 5.
+CALLS_COLUMNS = """
+    key TEXT NOT NULL PRIMARY KEY,
     backend TEXT NOT NULL,
     identity INTEGER NOT NULL,
     settings INTEGER NOT NULL,
@@ -441,7 +431,20 @@ CREATE TABLE calls5 (
     created_at REAL NOT NULL,
     extra BLOB,
     extra_dict INTEGER
-) WITHOUT ROWID;
+"""
+
+SCHEMA_5 = """
+CREATE TABLE texts (
+    id INTEGER PRIMARY KEY,
+    text TEXT NOT NULL
+);
+CREATE TABLE shapes (
+    shape INTEGER PRIMARY KEY,
+    settings INTEGER NOT NULL,
+    dict INTEGER NOT NULL
+);
+CREATE INDEX shapes_by_settings ON shapes (settings);
+CREATE TABLE calls5 ({calls}) WITHOUT ROWID;
 CREATE TABLE judgments5 (
     judge INTEGER NOT NULL,
     qid TEXT NOT NULL,
@@ -454,7 +457,7 @@ CREATE TABLE judgments5 (
     updated_at REAL NOT NULL,
     PRIMARY KEY (judge, qid, docid)
 ) WITHOUT ROWID
-"""
+""".replace("{calls}", CALLS_COLUMNS)
 
 CHUNK = 2000
 
