@@ -98,3 +98,29 @@ def test_a_run_resumed_on_a_schema_6_store_asks_the_model_nothing_again(tmp_path
     assert "0 calls made, 40 from the store" in again.stderr
     assert (tmp_path / "again.qrels").read_bytes() == (tmp_path / "first.qrels").read_bytes()
     assert "WITHOUT ROWID" not in calls_sql(store)
+
+
+def test_readings_and_metadata_made_once_read_back_with_their_types(tmp_path):
+    """The row's `parsed` JSON is made once per distinct reading, and a repeated metadata blob
+    is reused: equal keys of other types (True and 1, 0.0 and -0.0) and metadata that changes
+    between calls still read back as each call had them."""
+    readings = [{"value": True, "invalid_reason": None}, {"value": 1, "invalid_reason": None},
+                {"value": 1.0, "invalid_reason": None}, {"value": 0.0, "invalid_reason": None},
+                {"value": -0.0, "invalid_reason": None}, {"value": 0, "invalid_reason": None},
+                {"value": 1, "invalid_reason": None}, {"value": None, "invalid_reason": "no grade"},
+                {"value": [1, 2], "invalid_reason": None}, {"value": "2", "invalid_reason": None}]
+    finishes = ["stop", "stop", "length", "stop", "length", "length", "stop", "stop", "stop", "stop"]
+    base, result, _ = KINDS[0]
+    path = tmp_path / "s.sqlite"
+    keys = []
+    with CallStore(path) as store:
+        for k, (parsed, finish) in enumerate(zip(readings, finishes)):
+            req = umbrela_like(f"q{k}", passage(k))
+            keys.append(call_key(IDENT, req))
+            store.put(keys[-1], "openai", IDENT, req,
+                      type(result)(result.text, extra={"finish_reason": finish}), parsed)
+    with CallStore(path) as store:
+        found = store.get_many(keys)
+        for key, parsed, finish in zip(keys, readings, finishes):
+            assert repr(found[key].parsed) == repr(dict(sorted(parsed.items())))
+            assert found[key].result.extra == {"finish_reason": finish}
