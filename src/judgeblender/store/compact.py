@@ -118,7 +118,12 @@ def _compressor(zdict: bytes | None, level: int) -> Any:
                             *((zdict,) if zdict else ()))
 
 
-def _deflate(data: bytes, zdict: bytes | None, level: int, reuse: bool = True) -> bytes:
+def _deflate(data: bytes, zdict: bytes | None) -> bytes:
+    """A call's messages or metadata compressed against `zdict` (at MESSAGES_LEVEL)."""
+    return _compress(data, zdict, MESSAGES_LEVEL)
+
+
+def _compress(data: bytes, zdict: bytes | None, level: int, reuse: bool = True) -> bytes:
     """`data` compressed against `zdict` at `level`; `reuse` False for a dictionary made for this
     blob alone (a judgment's probabilities join it), which a cache would only churn."""
     if not reuse:
@@ -141,9 +146,9 @@ def _inflate(data: bytes, zdict: bytes | None) -> bytes:
 def pack_details(record: dict[str, Any], probs: str | None = None) -> bytes:
     """A judgment's details, compressed; `probs` (the row's probs column) joins the dictionary."""
     if probs:
-        return _DETAILS_V2 + _deflate(canonical_json(record).encode(), DETAILS_DICT_V1 + probs.encode(), DETAILS_LEVEL,
-                                       reuse=False)
-    return _DETAILS_V1 + _deflate(canonical_json(record).encode(), DETAILS_DICT_V1, DETAILS_LEVEL)
+        return _DETAILS_V2 + _compress(canonical_json(record).encode(), DETAILS_DICT_V1 + probs.encode(), DETAILS_LEVEL,
+                                        reuse=False)
+    return _DETAILS_V1 + _compress(canonical_json(record).encode(), DETAILS_DICT_V1, DETAILS_LEVEL)
 
 
 def unpack_details(blob: bytes, probs: str | None = None) -> dict[str, Any]:
@@ -163,7 +168,7 @@ JUDGMENTS_INSERT = "INSERT OR REPLACE INTO judgments VALUES (?,?,?,?,?,?,?,?,?)"
 
 
 def _pack(text: str, zdict: bytes) -> bytes:
-    return _SHAPED + _deflate(text.encode(), zdict, MESSAGES_LEVEL)
+    return _SHAPED + _deflate(text.encode(), zdict)
 
 
 def shape_of(messages: list) -> str:
@@ -175,27 +180,28 @@ def shape_of(messages: list) -> str:
     return ",".join([role for role, _ in messages]) + "|" + "|".join([c[:_SHAPE_CHARS] for _, c in messages])
 
 
-# The JSON of the engine's usual readings ({"value": 2, "invalid_reason": None}), by their items.
-_PARSED: dict[tuple, str] = {}
-_PARSED_MAX = 4096
+# The JSON of flat dicts that repeat from call to call, by their items: the engine's readings
+# ({"value": 2, "invalid_reason": None}) and an in-process model's metadata ({"finish_reason": "stop"}).
+_FLAT: dict[tuple, str] = {}
+_FLAT_MAX = 4096
 _EXACT = (type(None), str, int)
 
 
-def parsed_json(parsed: dict[str, Any] | None) -> str | None:
-    """A row's `parsed` column: canonical_json of what the engine read from an answer, made once
-    per distinct reading whose values are all None, str or int (a grade, a reason), since a run's
-    answers repeat a handful of them. Other values are encoded each time: floats (0.0 and -0.0
-    are equal keys but different JSON), bools (equal to 0 and 1), lists and dicts."""
-    if parsed is None:
+def flat_json(obj: dict[str, Any] | None) -> str | None:
+    """canonical_json of a row's `parsed` reading or an answer's metadata, made once per distinct
+    dict whose values are all None, str or int (a run's answers repeat a handful of them); other
+    values are encoded each time: floats (0.0 and -0.0 are equal keys but different JSON), bools
+    (equal to 0 and 1), lists and dicts."""
+    if obj is None:
         return None
-    items = tuple(parsed.items())
+    items = tuple(obj.items())
     if not all(type(v) in _EXACT for _, v in items):
-        return canonical_json(parsed)
-    found = _PARSED.get(items)
+        return canonical_json(obj)
+    found = _FLAT.get(items)
     if found is None:
-        if len(_PARSED) >= _PARSED_MAX:
-            _PARSED.clear()
-        found = _PARSED[items] = canonical_json(parsed)
+        if len(_FLAT) >= _FLAT_MAX:
+            _FLAT.clear()
+        found = _FLAT[items] = canonical_json(obj)
     return found
 
 
@@ -221,7 +227,7 @@ def row_parts(request: CallRequest, result: CallResult, dictionary: int | None, 
     zdict = zdicts.get(dictionary) if dictionary is not None else None
     messages = None
     if zdict is not None:
-        messages = _pack(canonical_json([[m.role, m.content] for m in request.messages]), zdict)
+        messages = _pack(request.messages_json(), zdict)
     extra_json = canonical_json(result.extra) if result.extra else None
     extra_zdict = zdicts.get(extra_dict) if extra_dict is not None and extra_json is not None else None
     extra_blob = _pack(extra_json, extra_zdict) if extra_zdict is not None else None  # type: ignore[arg-type]
@@ -348,10 +354,10 @@ class Texts:
             probs, extra = parts.probs, parts.extra_json
         else:
             probs = canonical_json(result.probs) if result.probs is not None else None
-            extra = canonical_json(result.extra) if result.extra else None
+            extra = flat_json(result.extra) if result.extra else None
         return self._call_row(key, backend, self.put(identity_json), self._settings_id(request), messages,
                               result.text, parsed, probs, result.choice_mass, result.tokens_in, result.tokens_out,
-                              result.latency_s, created_at, extra, parts)
+                              result.latency_s, created_at, extra, parts, None if redact else request.messages_json)
 
     def _settings_id(self, request: CallRequest) -> int:
         """The id of a request's decoding settings (its key fields but the messages), each distinct
@@ -367,7 +373,11 @@ class Texts:
     def _call_row(self, key: str, backend: str, identity_id: int, settings: int, messages: list,
                   raw_output: str, parsed: str | None, probs: str | None, choice_mass: float | None,
                   tokens_in: int | None, tokens_out: int | None, latency_s: float | None, created_at: float,
-                  extra: str | None, parts: RowParts | None = None) -> tuple:
+                  extra: str | None, parts: RowParts | None = None,
+                  messages_text: Callable[[], str] | None = None) -> tuple:
+        """The row; `messages_text` gives canonical_json(messages) where the caller has it made
+        (CallRequest.messages_json), used unless masking changed the messages."""
+        given = messages
         mask = masking.current()
         if mask:  # every row is made here (encode_call, encode_result): its texts are masked here
             masked = (mask.value(messages), mask.text(raw_output), _masked_json(mask, parsed),
@@ -379,7 +389,8 @@ class Texts:
 
         def messages_json() -> str:  # made only where needed: a new shape, or no part made for it
             if not made:
-                made.append(canonical_json(messages))
+                made.append(messages_text() if messages_text is not None and messages is given
+                            else canonical_json(messages))
             return made[0]
 
         dictionary = self._dictionary(settings, shape_of(messages), messages_json)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..calls import CallRequest, CallResult, canonical_json
-from .compact import parsed_json
+from .compact import flat_json
 
 if TYPE_CHECKING:
     from .compact import Texts
@@ -51,7 +51,7 @@ def encode_calls(texts: Texts, calls: Sequence[CallRow | tuple], now: float, red
         ident = identities.get(id(identity))
         if ident is None:
             ident = identities[id(identity)] = canonical_json(identity)
-        rows.append(texts.encode_result(key, backend, ident, request, result, parsed_json(parsed), now, redact=redact))
+        rows.append(texts.encode_result(key, backend, ident, request, result, flat_json(parsed), now, redact=redact))
     return rows
 
 
