@@ -3,6 +3,7 @@
     PYTHONPATH=src python bench/store_cost.py --out bench/results/store_cost.json
     PYTHONPATH=src python bench/store_cost.py --base /work/base --pairs 100000 --repeats 3 \\
         --ray-calls 20000 --ray-repeats 2 --memory-repeats 2
+    PYTHONPATH=src python bench/store_cost.py markdown bench/results/store_cost.json   # docs' table
 
 Without --base, the base commit (--base-commit) is checked out into a temporary worktree
 (`git worktree add --detach`), removed at the end. Every measured process runs one tree's src
@@ -50,7 +51,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from cli_speed import child_env, cli_run, s_workload  # noqa: E402
 
 BASE_COMMIT = "110be00"
-CREATED = re.compile(r'"created_at":"[^"]*"')
+CREATED = re.compile(rb'"created_at":"[^"]*"')
 
 
 def digest(data: bytes) -> str:
@@ -65,11 +66,16 @@ def outputs(folder: Path, env: dict[str, str]) -> dict[str, str]:
                           capture_output=True, text=True, env=env, timeout=3600)
     if proc.returncode != 0:
         raise RuntimeError(f"store export: exit {proc.returncode}\n{proc.stderr[-3000:]}")
-    lines = sorted(CREATED.sub('"created_at":"*"', line) for line in export.read_text(encoding="utf-8").splitlines())
+    with open(export, "rb") as fh:  # a digest a line, sorted: this process stays small (see memory_part)
+        lines = sorted(hashlib.sha256(CREATED.sub(b'"created_at":"*"', line)).digest() for line in fh)
     export.unlink()
-    return {"qrels": digest((folder / "out.qrels").read_bytes()),
-            "details": digest((folder / "out.qrels.details.jsonl").read_bytes()),
-            "export": digest("\n".join(lines).encode())}
+    return {"qrels": file_digest(folder / "out.qrels"), "details": file_digest(folder / "out.qrels.details.jsonl"),
+            "export": digest(b"".join(lines))}
+
+
+def file_digest(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def cli_part(trees: dict[str, dict[str, str]], n: int, repeats: int) -> dict[str, Any]:
@@ -121,27 +127,63 @@ def ray_run(calls: int) -> None:
 
 
 def memory_part(trees: dict[str, dict[str, str]], repeats: int) -> dict[str, Any]:
-    import stream
-
+    """Each measurement from a fresh, small process (`memory-run`) running the tree: Linux gives
+    a process started from a large one that one's resident size as its first peak (ru_maxrss is
+    kept across exec), so the cases are never started from this process."""
     runs = []
-    saved = os.environ.get("PYTHONPATH")
-    try:
-        for _ in range(repeats):
-            for name, env in trees.items():
-                os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # stream.run_case's process inherits it
-                found = stream.memory_part(100_000, 10_000, sizes=[10_000, 100_000], store=True)
-                slope = found["peak_kb_per_pair"]["10000-100000"]
-                runs.append({"tree": name, "peak_kb_per_pair": slope,
-                             "peak_rss_mb": {r["pairs"]: r["peak_rss_mb"] for r in found["rows"]},
-                             "load": [r["load_before"][0] for r in found["rows"]]})
-                print(f"memory {name:>4}: {slope:.3f} KB a pair from 10^4 to 10^5", flush=True)
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+    for _ in range(repeats):
+        for name, env in trees.items():
+            proc = subprocess.run([sys.executable, __file__, "memory-run"], capture_output=True, text=True, env=env,
+                                  timeout=3600)
+            if proc.returncode != 0:
+                raise RuntimeError(f"memory run ({name}): exit {proc.returncode}\n{proc.stderr[-3000:]}")
+            found = json.loads(proc.stdout.strip().splitlines()[-1])
+            slope = found["peak_kb_per_pair"]["10000-100000"]
+            runs.append({"tree": name, "peak_kb_per_pair": slope,
+                         "peak_rss_mb": {r["pairs"]: r["peak_rss_mb"] for r in found["rows"]},
+                         "load": [r["load_before"][0] for r in found["rows"]]})
+            print(f"memory {name:>4}: {slope:.3f} KB a pair from 10^4 to 10^5", flush=True)
     med = {name: statistics.median(r["peak_kb_per_pair"] for r in runs if r["tree"] == name) for name in trees}
     return {"runs": runs, "median_peak_kb_per_pair": med}
+
+
+def memory_run() -> None:
+    """In a small process running one tree (PYTHONPATH, inherited by bench/stream.py's cases)."""
+    import stream
+
+    print(json.dumps(stream.memory_part(100_000, 10_000, sizes=[10_000, 100_000], store=True)))
+
+
+def markdown(res: dict[str, Any]) -> str:
+    """docs/benchmarks.md's table of a run (tests/test_docs_store_cost.py checks it is this)."""
+    rows = ["| figure | base | head | head / base | target | met |", "|---|---:|---:|---:|---|---|"]
+    if "cli" in res:
+        cli = res["cli"]
+        med, same = cli["median_cpu_ms_per_pair"], cli["same_bytes"]
+        couples = ", ".join(f"{r:.3f}" for r in cli["couple_ratios"])
+        rows.append(f"| `judgeblender judge`, CPU ms a pair ({cli['pairs']:,} pairs, median of "
+                    f"{len(cli['runs']) // 2}; couples {couples}) | {med['base']:.4f} | {med['head']:.4f} | "
+                    f"**{cli['ratio']:.3f}** | at most 0.67 | {'yes' if cli['ratio'] <= 0.67 else 'no'} |")
+        rows.append(f"| same bytes: qrels, details, export (creation times masked) | | | "
+                    f"{', '.join('yes' if same[k] else 'NO' for k in ('qrels', 'details', 'export'))} | all | "
+                    f"{'yes' if all(same.values()) else 'no'} |")
+    if "ray" in res:
+        ray = res["ray"]
+        med = ray["median_driver_cpu_ms_per_call"]
+        rows.append(f"| Ray driver CPU ms a call, with store ({ray['calls']:,} calls, median of "
+                    f"{len(ray['runs']) // 2}) | {med['base']:.4f} | {med['head']:.4f} | **{ray['ratio']:.3f}** | "
+                    f"at most 0.8 | {'yes' if ray['ratio'] <= 0.8 else 'no'} |")
+    if "memory" in res:
+        med = res["memory"]["median_peak_kb_per_pair"]
+        rows.append(f"| driver peak RSS growth, KB a pair from 10^4 to 10^5 pairs (median of "
+                    f"{len(res['memory']['runs']) // 2}) | {med['base']:.3f} | **{med['head']:.3f}** | "
+                    f"{med['head'] / med['base']:.3f} | head at most 0.3 | {'yes' if med['head'] <= 0.3 else 'no'} |")
+    loads = [r["load"] for r in res.get("cli", {}).get("runs", [])]
+    if loads:
+        rows.append("")
+        rows.append(f"Load average (1 min) before the cli runs: {min(loads):.2f}-{max(loads):.2f}; "
+                    f"started {res['started']}, base {res['commits']['base'][:7]}, head {res['commits']['head'][:7]}.")
+    return "\n".join(rows) + "\n"
 
 
 def base_tree(commit: str) -> tuple[Path, Path]:
@@ -155,6 +197,13 @@ def base_tree(commit: str) -> tuple[Path, Path]:
 def main() -> None:
     if sys.argv[1:2] == ["ray-run"]:
         ray_run(int(sys.argv[2]))
+        return
+    if sys.argv[1:2] == ["memory-run"]:
+        memory_run()
+        return
+    if sys.argv[1:2] == ["markdown"]:  # the table of a results file: `markdown [FILE]`
+        path = Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "bench" / "results" / "store_cost.json"
+        print(markdown(json.loads(path.read_text())), end="")
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", type=Path, default=None, help="a checkout of the base (default: --base-commit, "
