@@ -51,6 +51,26 @@ from stream import ANSWER, write_inputs  # noqa: E402
 OUTPUTS = ("calls.sqlite", "calls.sqlite-wal", "calls.sqlite-shm", "out.qrels", "out.qrels.details.jsonl")
 
 
+def s_workload(folder: Path, n: int) -> None:
+    """The S workload's files in `folder`: bench/stream.py's inputs for n pairs, and the instant
+    scripted model's file that `cli_run` judges them with."""
+    write_inputs(folder, n)
+    (folder / "model.json").write_text(json.dumps({"default": ANSWER, "record": False}))
+
+
+def child_env(src: Path, bytecode_cache: Path | None) -> dict[str, str]:
+    """The environment a measured process runs in: `src`'s judgeblender, no terminal width, and
+    its bytecode cached under `bytecode_cache` (None: compiled from source in every process)."""
+    env = {**os.environ, "PYTHONPATH": str(src.resolve())}
+    env.pop("COLUMNS", None)
+    if bytecode_cache is None:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(bytecode_cache)
+    return env
+
+
 def child_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -123,22 +143,15 @@ def main() -> None:
                     help="compile every module from source in every process (PYTHONDONTWRITEBYTECODE=1)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    env = {**os.environ, "PYTHONPATH": str(args.src.resolve())}
-    env.pop("COLUMNS", None)
     cache = Path(tempfile.mkdtemp(prefix="jb-pycache-"))
-    if args.no_bytecode_cache:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-    else:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(cache)
+    env = child_env(args.src, None if args.no_bytecode_cache else cache)
     res: dict[str, Any] = {"command": " ".join(["python", "bench/cli_speed.py", *sys.argv[1:]]),
                            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(),
                            "python": sys.version.split()[0], "src": str(args.src.resolve()),
                            "bytecode_cache": not args.no_bytecode_cache, "load_before": os.getloadavg(), "sizes": {}}
     warm = Path(tempfile.mkdtemp(prefix="jb-cli-speed-warm-"))
     try:  # one untimed run of each: the bytecode caches filled
-        write_inputs(warm, 10)
-        (warm / "model.json").write_text(json.dumps({"default": ANSWER, "record": False}))
+        s_workload(warm, 10)
         engine_run(warm, 10, args.window, env)
         cli_run(warm, 10, args.window, env)
     finally:
@@ -146,8 +159,7 @@ def main() -> None:
     for n in args.pairs:
         folder = Path(tempfile.mkdtemp(prefix="jb-cli-speed-"))
         try:
-            write_inputs(folder, n)
-            (folder / "model.json").write_text(json.dumps({"default": ANSWER, "record": False}))
+            s_workload(folder, n)
             rows = []
             for _ in range(args.repeats):
                 for run in (engine_run, cli_run):

@@ -145,14 +145,16 @@ def per_pair(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def ray_cpu_part(calls: int, concurrency: int, workers: int) -> list[dict[str, Any]]:
+def ray_cpu_part(calls: int, concurrency: int, workers: int, store_only: bool = False) -> list[dict[str, Any]]:
     """Under Ray with a store (the figure the issue bounds), under Ray without a store (what Ray
-    and the engine cost without the store's part), then locally with a store."""
+    and the engine cost without the store's part), then locally with a store; `store_only`: the
+    first alone (bench/store_cost.py compares it between two checkouts)."""
     ray, address = scale_out.start_ray()
     rows = []
     try:
         server = scale_out.Server(0.0)
-        for w, store in ((workers, True), (workers, False), (None, True)):
+        cases = ((workers, True),) if store_only else ((workers, True), (workers, False), (None, True))
+        for w, store in cases:
             spec = {"kind": "served", "url": server.url, "pairs": calls, "concurrency": concurrency, "workers": w,
                     "ray": address, "store": store}
             r = timed_case(scale_out.run_case, spec)

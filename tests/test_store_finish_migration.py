@@ -74,7 +74,7 @@ def test_opening_an_old_store_records_the_finish_reason_each_in_process_answer_h
     with CallStore(path) as store:
         read = {c["key"]: c for c in store.iter_calls()}
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 6
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) == 7
     for name, (_, _, _, _, expected) in CASES.items():
         assert read[keys[name]]["extra"] == expected, name
     after = rows(path)

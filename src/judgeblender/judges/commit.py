@@ -140,6 +140,9 @@ class GroupCommit:
             if not isinstance(exc, Exception):
                 raise  # KeyboardInterrupt, SystemExit: stop the loop as well
             return
+        finally:  # the rows are made (or sent as they are): the prompts' JSON made for them can go
+            for row in batch:
+                row[3].forget_messages_json()
         self._resolve(done, None)
 
     def _resolve(self, done: asyncio.Future | None, exc: BaseException | None) -> None:

@@ -42,8 +42,12 @@ class Unfit:
         self.n_text = 0
 
     def sort(self, pairs: list[Pair], queries: Mapping[str, Any], corpus: Mapping[str, Any],
-             skip_missing: bool) -> list[Pair]:
-        """The judgeable pairs of `pairs` (each once); the others are counted, and kept as skips."""
+             skip_missing: bool, passage_problems: Mapping[str, str | None] | None = None) -> list[Pair]:
+        """The judgeable pairs of `pairs` (each once); the others are counted, and kept as skips.
+        `passage_problems` ({docid: text_problem of its text} for the passages the corpus holds,
+        from an index that recorded them as it was built) stands for the passages' texts."""
+        if passage_problems is not None:
+            corpus = passage_problems
         no_query = [p for p in pairs if p.qid not in queries]
         no_passage = [p for p in pairs if p.qid in queries and p.docid not in corpus]
         self.no_query.update(p.qid for p in no_query)
@@ -53,7 +57,8 @@ class Unfit:
         missing = {p for p, _ in skipped}
         judged = [p for p in pairs if p not in missing]
         problems = {("query", q): text_problem(queries[q]) for q in {p.qid for p in judged}}  # each text once
-        problems.update({("passage", d): text_problem(corpus[d]) for d in {p.docid for p in judged}})
+        problems.update({("passage", d): text_problem(corpus[d]) if passage_problems is None else corpus[d]
+                         for d in {p.docid for p in judged}})
         unfit = [(p, kind, problem) for p in judged for kind, key in (("query", p.qid), ("passage", p.docid))
                  for problem in (problems[kind, key],) if problem is not None]
         refused = [u for u in unfit if not skip_missing or u[2].startswith("not ")]  # a wrong type is never skipped

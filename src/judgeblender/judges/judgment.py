@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 
@@ -21,6 +22,9 @@ class StepOutcome:
 
 
 _STEP_FIELDS = tuple(f.name for f in fields(StepOutcome))  # dataclasses.fields costs more than the record
+# a step's values in _STEP_FIELDS' order, read at once: half the cost of a getattr per field,
+# and every pair's record (to the store, to the details file) lists its steps
+_step_values = attrgetter(*_STEP_FIELDS)
 
 
 @dataclass
@@ -87,6 +91,6 @@ class Judgment:
             "stopped_at": self.stopped_at,
             # fields one level deep (dicts of floats at most): asdict's deep copy is not needed
             **({"min_choice_mass": self.min_choice_mass} if self.min_choice_mass is not None else {}),
-            "steps": [{name: getattr(s, name) for name in _STEP_FIELDS} for s in self.steps],
+            "steps": [dict(zip(_STEP_FIELDS, _step_values(s))) for s in self.steps],
             **({"workers": self.workers} if self.workers else {}),  # only where Ray workers answered
         }

@@ -47,9 +47,13 @@ def check_stream(pairs: Iterable[Pair | tuple[str, str]], queries: Mapping[str, 
     holding the pairs; returns (pairs, skipped) with skips only under `skip_missing`."""
     unfit = Unfit()
     total = 0
+    problems_many = getattr(corpus, "problems_many", None)  # an index that checks without reading
     for chunk in windows(pairs, window):
         total += len(chunk)
-        unfit.sort(chunk, queries, window_texts(corpus, (p.docid for p in chunk)), skip_missing)
+        if problems_many is not None:
+            unfit.sort(chunk, queries, corpus, skip_missing, problems_many([p.docid for p in chunk]))
+        else:
+            unfit.sort(chunk, queries, window_texts(corpus, (p.docid for p in chunk)), skip_missing)
         if not skip_missing:
             unfit.skipped.clear()
     if not skip_missing:

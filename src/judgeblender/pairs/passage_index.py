@@ -2,12 +2,14 @@
 
 `read_corpus` keeps every wanted passage in a dict: for a job of 10^7 pairs with a passage each
 that is gigabytes (about 0.5 KB a 60-word passage, plus the dict). `PassageIndex` reads the JSONL
-once, checks every line as `read_corpus` does (`passage_line.parse_line`), and keeps, per line, a
-64-bit hash of its docid, the line's byte offset and its line number, in three sorted numpy
-arrays: 20 bytes a passage, whatever the passage's length. `get_many` hashes a window's docids
+once, checks every line as `read_corpus` does (`passage_line.parse_line`), and keeps, per line,
+two independent 64-bit hashes of its docid, the line's byte offset and its line number, in
+four sorted numpy arrays: 28 bytes a passage, whatever the passage's length, and what is wrong
+with the few texts a prompt could not show (blank ones). `get_many` hashes a window's docids
 at once, finds them by binary search, and reads and parses their lines again. A line whose
 docid is not the one asked (two ids with one hash) is passed over, so a hash collision never
-hands back another passage's text.
+hands back another passage's text. The validation pass before judging (`problems_many`) reads
+no line: it finds each id by both its hashes and answers from what the build recorded.
 
 What `read_corpus` refuses for a wanted passage is refused here when a pair asks for it, with
 the same message naming the line: blank text, and one docid with two different texts (one id
@@ -32,6 +34,7 @@ from ..errors import InputError, OutputError
 from .passage_line import parse_line
 from .lookup import LookupById
 from .textfile import GZIP_MAGIC, clean_text, report_repair
+from .texts import text_problem
 
 BOM = b"\xef\xbb\xbf"
 
@@ -44,8 +47,15 @@ def _unpack_failed(corpus: Path, tmp: str, exc: OSError) -> OutputError:
 
 
 def id_hash(docid: str) -> int:
-    """A docid's 64-bit hash, as a signed integer (numpy int64)."""
+    """A docid's 64-bit hash, as a signed integer (numpy int64): the index's order."""
     return int.from_bytes(hashlib.blake2b(docid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+def id_check(docid: str) -> int:
+    """A second, independent 64-bit hash of a docid: two ids sharing id_hash are told apart by it
+    without reading their lines (problems_many)."""
+    return int.from_bytes(hashlib.blake2b(docid.encode("utf-8"), digest_size=8, person=b"jb-check").digest(),
+                          "little", signed=True)
 
 
 class PassageIndex(LookupById):
@@ -75,6 +85,10 @@ class PassageIndex(LookupById):
         self._fh = open(source, "rb")
         # docid -> the first line that makes it unusable: (line, what was expected, the line)
         self._errors: dict[str, tuple[int, str, str]] = {}
+        # docid -> what is wrong with its text as a prompt would show it (pairs.texts.text_problem
+        # of the cleaned text), for the few passages with something wrong: `problems_many` answers
+        # the validation pass from it without reading a line
+        self._problems: dict[str, str] = {}
         # the ids and passages of the last get_many: a run's validation pass reads its last window,
         # and judging then reads its first, the same one when the run fits in one window
         self._last: tuple[list[str], dict[str, str]] | None = None
@@ -104,7 +118,7 @@ class PassageIndex(LookupById):
 
     # ------------------------------------------------------------------------------------ building
     def _build(self) -> None:
-        hashes, offsets, lines = array("q"), array("q"), array("Q")  # 8 bytes an entry while building
+        hashes, checks, offsets, lines = array("q"), array("q"), array("q"), array("Q")  # 8 bytes an entry while building
         cleaned: list[int] = []
         offset = 0
         self._fh.seek(0)
@@ -118,21 +132,27 @@ class PassageIndex(LookupById):
             if not line.strip():
                 continue
             docid, text = parse_line(self.path, lineno, line)
-            if clean_text(text)[1]:
+            shown, changed = clean_text(text)
+            if changed:
                 cleaned.append(lineno)
             if not text.strip() and docid not in self._errors:
                 self._errors[docid] = (lineno, f"non-blank text for passage {docid}", line)
+            problem = text_problem(shown)
+            if problem is not None:
+                self._problems.setdefault(docid, problem)
             hashes.append(id_hash(docid))
+            checks.append(id_check(docid))
             offsets.append(start)
             lines.append(lineno)
         if not hashes:
             raise InputError(self.path, None, "at least one passage", "an empty file")
         h = np.frombuffer(hashes, dtype=np.int64).copy()
+        c = np.frombuffer(checks, dtype=np.int64).copy()
         off = np.frombuffer(offsets, dtype=np.int64).copy()
         ln = np.frombuffer(lines, dtype=np.uint64).astype(np.uint32)  # over 4 billion lines would need more
-        del hashes, offsets, lines
+        del hashes, checks, offsets, lines
         order = np.lexsort((ln, h))  # by hash, then by line: the first of an id's lines comes first
-        self._hashes, self._offsets, self._lines = h[order], off[order], ln[order]
+        self._hashes, self._checks, self._offsets, self._lines = h[order], c[order], off[order], ln[order]
         report_repair(self.path, "control characters in passage text replaced by spaces", cleaned)
         self._check_repeats()
 
@@ -162,7 +182,8 @@ class PassageIndex(LookupById):
                 break
         keep = np.ones(len(self._hashes), dtype=bool)
         keep[list(drop)] = False
-        self._hashes, self._offsets, self._lines = self._hashes[keep], self._offsets[keep], self._lines[keep]
+        self._hashes, self._checks = self._hashes[keep], self._checks[keep]
+        self._offsets, self._lines = self._offsets[keep], self._lines[keep]
         report_repair(self.path, "repeated identical passages kept once", sorted(repeated))
 
     def _decode(self, data: bytes, lineno: int) -> str:
@@ -191,9 +212,7 @@ class PassageIndex(LookupById):
             return {}
         if self._last is not None and self._last[0] == ids:
             return dict(self._last[1])
-        wanted = np.fromiter((id_hash(d) for d in ids), dtype=np.int64, count=len(ids))
-        lo = np.searchsorted(self._hashes, wanted, "left")
-        hi = np.searchsorted(self._hashes, wanted, "right")
+        lo, hi = self._find(ids)
         found: dict[str, str] = {}
         candidates = sorted((int(self._offsets[k]), k, d) for d, a, b in zip(ids, lo, hi) for k in range(a, b))
         for _, k, asked in candidates:
@@ -210,6 +229,39 @@ class PassageIndex(LookupById):
         self._last = (ids, dict(result))
         return result
 
+    def _find(self, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The index ranges [lo, hi) of the lines whose id_hash is each id's."""
+        wanted = np.fromiter((id_hash(d) for d in ids), dtype=np.int64, count=len(ids))
+        return np.searchsorted(self._hashes, wanted, "left"), np.searchsorted(self._hashes, wanted, "right")
+
+    def problems_many(self, docids: Iterable[str]) -> dict[str, str | None]:
+        """{docid: what is wrong with its text (pairs.texts.text_problem), None for nothing} for
+        the given ids that the file holds, without reading a line: what the validation pass asks
+        of each window before any model call, so that judging reads each passage once, not twice.
+        An id is found by both its hashes (a line of another id is taken for it with probability
+        2^-128 per pair of ids); an asked-for passage that get_many refuses is refused here with
+        the same error, the first in file order as there."""
+        ids = list(dict.fromkeys(docids))
+        if not ids:
+            return {}
+        lo, hi = self._find(ids)
+        found: dict[str, str | None] = {}
+        refused: list[tuple[int, str]] = []
+        for d, a, b in zip(ids, lo, hi):
+            if a == b:
+                continue
+            check = id_check(d)
+            at = [k for k in range(a, b) if self._checks[k] == check]
+            if not at:
+                continue
+            if d in self._errors:
+                refused.append((int(self._offsets[at[0]]), d))
+            found[d] = self._problems.get(d)
+        if refused:
+            line, expected, shown = self._errors[min(refused)[1]]
+            raise InputError(self.path, line, expected, shown[:80])
+        return found
+
     def __iter__(self) -> Iterator[str]:
         for k in np.argsort(self._offsets, kind="stable"):
             yield self._read(int(k))[0]
@@ -219,7 +271,7 @@ class PassageIndex(LookupById):
 
     def nbytes(self) -> int:
         """What the index holds in memory (its arrays)."""
-        return int(self._hashes.nbytes + self._offsets.nbytes + self._lines.nbytes)
+        return int(self._hashes.nbytes + self._checks.nbytes + self._offsets.nbytes + self._lines.nbytes)
 
     def close(self) -> None:
         self._last = None

@@ -29,7 +29,7 @@ from ..errors import JudgeblenderError
 from ..fileio import atomic_write_text
 from ..hashing import sha256_file
 from .compact import Texts, iso, text_id
-from .migrations import COMPACT_VERSION, MIGRATIONS
+from .migrations import ARRIVAL_ORDER_VERSION, MIGRATIONS
 from .wal import holds_commits
 from .rows import CallRow, JudgmentRows, Write
 from .sinks import ChildWriter, Done, HereWriter, Writer
@@ -292,7 +292,7 @@ class CallStore:
             except BaseException:
                 self.access.rollback()
                 raise
-            if 0 < version < COMPACT_VERSION <= len(MIGRATIONS):
+            if 0 < version < ARRIVAL_ORDER_VERSION <= len(MIGRATIONS):
                 self._reclaim()
 
     def _reclaim(self) -> None:

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Callable
 
 from ..calls import canonical_json, store_key
-from .compact import CHUNK, Texts, compact_schema
+from .compact import CALLS_COLUMNS, CHUNK, Texts, compact_schema
 
 
 def rekey_served_calls(db: sqlite3.Connection) -> None:
@@ -67,6 +67,23 @@ def record_finish_reasons(db: sqlite3.Connection) -> None:
             db.execute("UPDATE calls SET extra = ?, extra_dict = ? WHERE key = ?",
                        (*texts.encode_extra(identity_id, canonical_json(extra)), key))
         last = rows[-1][0]
+
+
+def calls_in_arrival_order(db: sqlite3.Connection) -> None:
+    """Migration 7: the calls kept in a rowid table, in the order they arrive, found by key through
+    an index, instead of a WITHOUT ROWID table ordered by key.
+
+    A call's key is a sha256, so consecutive calls land on random pages of a table ordered by
+    key: committing 512 calls of a 10^5-call store rewrote about as many leaf pages of 4 KiB,
+    whole rows included (1.6 KB each before compression), into the write-ahead log. In arrival
+    order a commit's rows fill a few new pages at the table's end, and only the key index (64
+    characters and a rowid an entry) takes the random writes: SQLite's CPU for inserting and
+    committing 10^5 calls fell from 3.8-4.2 s to 2.4-2.5 s (docs/benchmarks.md). The columns and
+    every query stay as they were; the rows are copied in the order they were stored."""
+    db.execute(f"CREATE TABLE calls7 ({CALLS_COLUMNS})")
+    db.execute("INSERT INTO calls7 SELECT * FROM calls ORDER BY created_at, key")
+    db.execute("DROP TABLE calls")
+    db.execute("ALTER TABLE calls7 RENAME TO calls")
 
 
 MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
@@ -129,5 +146,7 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     compact_schema,
     # 6: in-process models' answers from before issue 15 get the finish reason they had.
     record_finish_reasons,
+    # 7: calls in arrival order (a rowid table), found by key through its index.
+    calls_in_arrival_order,
 ]
-COMPACT_VERSION = 5
+ARRIVAL_ORDER_VERSION = 7  # the last migration that rewrote every call: the space it freed is given back

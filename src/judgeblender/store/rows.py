@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..calls import CallRequest, CallResult, canonical_json
-from .compact import iso
+from .compact import flat_json, iso
 
 if TYPE_CHECKING:
     import numpy as np
@@ -67,8 +67,7 @@ def encode_calls(texts: Texts, calls: Sequence[CallRow | tuple], now: float, red
         ident = identities.get(id(identity))
         if ident is None:
             ident = identities[id(identity)] = canonical_json(identity)
-        rows.append(texts.encode_result(key, backend, ident, request, result,
-                                        canonical_json(parsed) if parsed is not None else None, now, redact=redact))
+        rows.append(texts.encode_result(key, backend, ident, request, result, flat_json(parsed), now, redact=redact))
     return rows
 
 

@@ -1,0 +1,31 @@
+"""docs/benchmarks.md's issue 40 table is bench/store_cost.py's rendering of the results file it
+names, so the figures on the page are the ones the run recorded."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "benchmarks.md"
+RESULTS = ROOT / "bench" / "results" / "store_cost.json"
+START = "<!-- bench/store_cost.py markdown: generated, checked by tests/test_docs_store_cost.py -->\n"
+END = "<!-- end of bench/store_cost.py markdown -->"
+
+
+def bench_module():
+    spec = importlib.util.spec_from_file_location("bench_store_cost", ROOT / "bench" / "store_cost.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_issue40_table_is_the_benchmarks_output():
+    text = DOC.read_text()
+    block = text[text.index(START) + len(START):text.index(END)].strip()
+    results = json.loads(RESULTS.read_text())
+    assert block == bench_module().markdown(results).strip()
+    # the run compared the same bytes out of both trees, over every run of each
+    assert results["cli"]["same_bytes"] == {"qrels": True, "details": True, "export": True}
+    assert len(results["cli"]["runs"]) >= 4 and {r["tree"] for r in results["cli"]["runs"]} == {"base", "head"}
