@@ -36,7 +36,7 @@ def test_faults_are_retried_and_counted_labels_unchanged(data, monkeypatch):
 
 def test_server_without_logprobs_needs_the_fallback_flag(data):
     with OpenAITestServer(ANSWERS, script=["no_logprobs"] * 20) as server:
-        with pytest.raises(JudgeblenderError, match="--allow-fallback"):
+        with pytest.raises(JudgeblenderError, match="allow_fallback=True"):
             judge_pairs([judge_for(server, mode="logprobs")], PAIRS, *data)
     # one call at a time, so the first pair's call is the one the server answers without
     # logprobs (with four at once, any of them may be; the server's stand-in token for the
@@ -59,3 +59,22 @@ def test_a_pair_that_keeps_failing_ends_unjudged_with_its_reason(data):
     for p in unjudged:
         assert "backend error" in run.judgments[judge.id][p].invalid_reason
     assert all(run.judgments[judge.id][p].label is not None for p in PAIRS if p not in unjudged)
+
+
+def test_the_command_line_names_its_flag_where_the_library_names_allow_fallback(tiny, tmp_path):
+    """The library's error names its argument (allow_fallback=True); `judgeblender judge` tells the
+    same error with its own flag, through the one map of arguments to flags (cli/usage.py told)."""
+    import subprocess
+    import sys
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{p.qid}\t{p.docid}\n" for p in PAIRS))
+    with OpenAITestServer(ANSWERS, script=["no_logprobs"] * 20) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "judgeblender", "judge", "-q", str(tiny / "queries.tsv"), "-c",
+             str(tiny / "corpus.jsonl"), "-p", str(pairs), "-o", str(tmp_path / "out.qrels"), "-j",
+             "openai:test-model", "--mode", "logprobs", "--base-url", server.base_url, "--store",
+             str(tmp_path / "s.sqlite")], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0, done.stdout
+    assert "--allow-fallback" in done.stderr and "allow_fallback" not in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("error:") == 1
