@@ -91,6 +91,26 @@ def test_a_judgment_reads_back_with_every_field(tmp_path):
                    {"judge_id": "openai:m/umbrela/logprobs", "qid": "q1", "docid": "d2", **invalid}]
 
 
+def test_repeated_details_are_compressed_once_and_every_judgment_reads_back(tmp_path):
+    from judgeblender.store import compact
+
+    steps = [{"step": "final", "value": 2, "raw": "##final score: 2", "attempt": 0, "cached": False}]
+    same = {"label": 2, "probs": None, "expected": None, "invalid_reason": None, "raw_output": "##final score: 2",
+            "steps": steps}
+    other = {**same, "label": 1, "raw_output": "##final score: 1", "steps": [{**steps[0], "value": 1,
+                                                                              "raw": "##final score: 1"}]}
+    rest = {k: v for k, v in same.items() if k not in compact.JUDGMENT_COLUMNS}
+    first = compact.pack_details(rest)
+    assert compact.pack_details(json.loads(json.dumps(rest))) is first  # an equal record: the blob made once
+    assert compact.unpack_details(first) == rest
+    assert compact.pack_details({**rest, "raw_output": "x"}) != first
+    with CallStore(tmp_path / "s.sqlite") as store:
+        store.put_judgments("j", [("q1", f"d{i}", same) for i in range(3)] + [("q1", "d9", other)])
+        got = store.judgments("j")
+    assert got == [{"judge_id": "j", "qid": "q1", "docid": f"d{i}", **same} for i in range(3)] + \
+        [{"judge_id": "j", "qid": "q1", "docid": "d9", **other}]
+
+
 def test_sixty_word_passages_cost_under_a_kilobyte_per_call(tmp_path):
     """Bytes on disk over calls, with one judgment per call (as logprobs judging writes them),
     once the store is closed (the WAL folded in: SQLite's WAL stays near 4 MB whatever the

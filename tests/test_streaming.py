@@ -139,6 +139,29 @@ def test_pairs_are_streamed_once_each_in_first_seen_order(tmp_path):
     assert list(iter_pairs(p)) == read_pairs(p) == [Pair("q1", "d1"), Pair("q1", "d2"), Pair("q2", "d1")]
 
 
+def test_a_pairs_file_read_again_skips_the_repeats_its_first_pass_found_without_hashing(tmp_path, monkeypatch):
+    from judgeblender.pairs import pairs as pairs_module
+
+    p = tmp_path / "p.tsv"
+    p.write_text("q1 d1\nq1 d2\nq1 d1\n\nq2 d1\nq1 d2\nq1 d1\nq3 d3\n")
+    expected = [Pair("q1", "d1"), Pair("q1", "d2"), Pair("q2", "d1"), Pair("q3", "d3")]
+    source = pairs_module.PairsFile(p)
+    assert list(source) == expected == read_pairs(p)
+    looked_up = []
+    add = pairs_module.SeenPairs.add
+    monkeypatch.setattr(pairs_module.SeenPairs, "add", lambda self, pair: looked_up.append(pair) or add(self, pair))
+    assert list(source) == list(source) == expected  # the judging pass: no digest looked up
+    assert looked_up == []
+    limited = pairs_module.PairsFile(p, limit=2)  # a first pass cut short: the next reads as it did
+    assert list(limited) == list(limited) == expected[:2]
+    assert looked_up  # the second pass looked its pairs up again
+    p.write_text("q1 d1\nq1 d2\nq1\n")
+    broken = pairs_module.PairsFile(p)
+    for _ in range(2):
+        with pytest.raises(InputError, match=r"p\.tsv:3: expected 2 columns"):
+            list(broken)
+
+
 # ------------------------------------------------------------------------------------ the index
 line = st.fixed_dictionaries(
     {"docid": st.sampled_from(["a", "b", "c", "d1", "d2"]),

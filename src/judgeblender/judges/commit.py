@@ -5,11 +5,13 @@ A commit is made at most every FLUSH_EVERY_S while nobody waits on it: at 64 cal
 against a 200 ms server, committing at the end of every turn of the event loop made 1,400
 transactions of 1.4 calls each per 2,000 calls, 285 us of the loop's CPU per call. A worker that
 must wait for a commit (GROUP of its answers uncommitted, or its requests done) has it made at
-once (`hurry`), so an instant model never waits on the clock. GROUP is 512, not 64: an instant
-judge's worker commits every GROUP answers, and each SQLite transaction costs about 3.5 ms here
-(its pages written to the write-ahead log again), so 64 a commit spent 0.05 ms of every pair
-(316 commits per 20,000 pairs against 42). A model slower than 512 answers in FLUSH_EVERY_S
-never reaches GROUP: the clock commits first.
+once (`hurry`), so an instant model never waits on the clock. GROUP is 2,048, not 64: an
+instant judge's worker commits every GROUP answers, and each SQLite transaction costs about
+3.5 ms here (its pages written to the write-ahead log again), so 64 a commit spent 0.05 ms of
+every pair (316 commits per 20,000 pairs against 42 at 512), and 512 a commit a further 0.4 s of
+SQLite CPU per 10^5 calls against 2,048. The rows waiting are the answers' own (a few hundred
+bytes each, less than a window's judgments), and each still counts only once committed. A model
+slower than 2,048 answers in FLUSH_EVERY_S never reaches GROUP: the clock commits first.
 
 A judge's finished judgments go in the same transactions (`judgment`), as their pairs finish,
 so the window's judgments are in the store when its last answer is, not written after it
@@ -40,7 +42,7 @@ from ..store import CallStore
 from ..store.rows import CallRow, JudgmentRows
 from .judge import Judge
 
-GROUP = 512  # a worker's answers awaiting their commit at most (CallPool)
+GROUP = 2048  # a worker's answers awaiting their commit at most (CallPool)
 FLUSH_EVERY_S = 0.02  # commits while nobody waits on them, at most one per this
 
 

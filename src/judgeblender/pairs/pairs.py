@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
@@ -146,40 +147,82 @@ def unique_pairs(pairs: Iterable[tuple[str, str]]) -> Iterator[Pair]:
             yield p if isinstance(p, Pair) else Pair(*map(str, p))
 
 
-def iter_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None, report: bool = True) -> Iterator[Pair]:
+class Repeats:
+    """Where a 'qid docid' file repeats a pair: the line numbers that a complete pass over it
+    found (8 bytes a repeated line), so that a later pass over the same file skips them instead
+    of looking every pair's digest up again (`judge`'s judging pass, after its validation pass:
+    4-6 us a pair)."""
+
+    def __init__(self) -> None:
+        self.lines = array("Q")
+        self.complete = False  # the pass that fills it read the whole file
+
+
+def iter_pairs(path: str | Path, fmt: str = "auto", depth: int | None = None, report: bool = True,
+               repeats: Repeats | None = None) -> Iterator[Pair]:
     """`read_pairs`, lazily: a 'qid docid' file is read line by line, each pair once in
     first-seen order, holding only SeenPairs' digests; qrels, runs and irds ids are read whole
     (a qrels file is checked as a whole, a run is ranked per query) and then yielded. `report`
-    False: a later pass over the same file, whose repairs the first pass reported."""
+    False: a later pass over the same file, whose repairs the first pass reported. `repeats`
+    (a 'qid docid' file's): filled by a pass that reads the whole file, used by any pass after it."""
     if irds.is_irds(path) or fmt not in FORMATS or (fmt == "auto" and detect_format(path) != "tsv") \
             or fmt in ("qrels", "run"):
         yield from read_pairs(path, fmt, depth)
         return
-    yield from _tsv_pairs(path, report)
+    if repeats is not None and repeats.complete:
+        yield from _known_pairs(path, repeats.lines)
+        return
+    yield from _tsv_pairs(path, report, repeats)
 
 
-def _tsv_pairs(path: str | Path, report: bool) -> Iterator[Pair]:
-    """A 'qid docid' file's pairs, each once in first-seen order, read line by line."""
+def _line_pair(path: str | Path, lineno: int, line: str) -> Pair | None:
+    """A 'qid docid' line's pair, None for a blank line."""
+    if not line.strip():
+        return None
+    cols = line.split()
+    if len(cols) != 2:
+        raise InputError(path, lineno, "2 columns 'query_id doc_id'", line)
+    return Pair(check_id(path, lineno, cols[0], "query id"), check_id(path, lineno, cols[1], "doc id"))
+
+
+def _tsv_pairs(path: str | Path, report: bool, found: Repeats | None = None) -> Iterator[Pair]:
+    """A 'qid docid' file's pairs, each once in first-seen order, read line by line; the lines
+    of repeated pairs go to `found`, which is complete once the file is read to its end."""
     seen = SeenPairs()
     repeats: list[int] = []
     n_repeats = 0
     for lineno, line in iter_lines(path, report):
-        if not line.strip():
+        pair = _line_pair(path, lineno, line)
+        if pair is None:
             continue
-        cols = line.split()
-        if len(cols) != 2:
-            raise InputError(path, lineno, "2 columns 'query_id doc_id'", line)
-        pair = Pair(check_id(path, lineno, cols[0], "query id"), check_id(path, lineno, cols[1], "doc id"))
         if seen.add(pair):
             yield pair
             continue
         n_repeats += 1
+        if found is not None:
+            found.lines.append(lineno)
         if not repeats:
             repeats.append(lineno)
     if not len(seen):
         raise InputError(path, None, "at least one pair", "none")
     if report:
         report_repair(path, "repeated pairs kept once", repeats, count=n_repeats)
+    if found is not None:
+        found.complete = True
+
+
+def _known_pairs(path: str | Path, skip: array) -> Iterator[Pair]:
+    """A 'qid docid' file's pairs but the lines in `skip` (ascending: the repeats a complete
+    pass found), each line checked as the first pass checked it."""
+    later = iter(skip)
+    next_skip = next(later, 0)
+    for lineno, line in iter_lines(path, report=False):
+        if lineno == next_skip:
+            next_skip = next(later, 0)
+            continue
+        pair = _line_pair(path, lineno, line)
+        if pair is not None:
+            yield pair
 
 
 class PairsFile:
@@ -192,8 +235,11 @@ class PairsFile:
     def __init__(self, path: str | Path, fmt: str = "auto", depth: int | None = None, limit: int | None = None):
         self.path, self.fmt, self.depth, self.limit = path, fmt, _depth(depth), limit
         self._passes = 0
+        self._repeats = Repeats()  # the first pass's, read to the file's end: later passes skip them
 
     def __iter__(self) -> Iterator[Pair]:
         self._passes += 1
-        pairs = iter_pairs(self.path, self.fmt, self.depth, report=self._passes == 1)
+        # filled by the first pass alone (a later one started before it ended reads as it did)
+        repeats = self._repeats if self._passes == 1 or self._repeats.complete else None
+        pairs = iter_pairs(self.path, self.fmt, self.depth, report=self._passes == 1, repeats=repeats)
         return islice(pairs, self.limit) if self.limit is not None else pairs
