@@ -11,9 +11,11 @@ are built by judges/ray_judges.py, which also hands in the store's row functions
   CPU, more than the rest of a call): the calls the engine asks for in the same turn of its
   event loop go out together, one message per worker, each worker taking calls up to its share
   of the concurrency. A worker's answers come back in exchanges (`JudgeWorker.exchange`): one
-  waits on each busy worker, returns with every answer given since the last, and carries the
-  calls asked for meanwhile. So an answer never waits for a slower call of its batch, and the
-  busier the driver, the more calls and answers each message carries.
+  waits on each busy worker, returns with every answer given since the last (waiting GATHER_S
+  at most for the calls still running, so that answers ending together share one message), and
+  carries the calls asked for meanwhile. So an answer never waits long for a slower call of its
+  batch, and the busier the driver, the more calls and answers each message carries. Both ways a
+  batch travels as one bytes object made by the standard pickler (`pack`).
 - Each actor (`JudgeWorker`) builds the backend from the judge's spec (model string + options)
   once, in its own process, and keeps it: an embedded model is loaded once per worker; a served
   endpoint is called by every worker with its share of the judge's concurrency.
@@ -75,6 +77,10 @@ SERVED_CPUS_PER_WORKER = 0.5
 # resumes the engine's worker, which commits it (one turn for the group commit) and asks for its
 # next call; that call then goes out in the exchange instead of a submit of its own
 EXCHANGE_TURNS = 6
+# how long an exchange with answers waits for the worker's other running calls, so that answers
+# ending together travel back in one message (each message costs the driver's CPU, whatever it
+# carries); against a model's own latency (0.1 s and more a call) it is nothing
+GATHER_S = 0.002
 RESTART_POLL_S = 0.5  # how often a restarting worker that Ray cannot reach yet is asked again
 RAY_OPTION_KEYS = ("ray_cpus", "ray_gpus")
 EMBEDDED_PREFIXES = ("llamacpp", "hf")
@@ -281,10 +287,11 @@ class JudgeWorker:
         return out
 
     async def exchange(self, calls: bytes) -> bytes:
-        """Takes new calls (`submit`), then waits until at least one call has finished and returns
-        every call finished since the last exchange: (call id, "ok", result) or (call id, error
-        class name, message). So no finished call waits for a slower one, and calls that finish
-        while the driver is busy travel back together. The driver re-raises errors, so no
+        """Takes new calls (`submit`), then waits until at least one call has finished, and at most
+        GATHER_S more for the calls still running, and returns every call finished since the last
+        exchange: (call id, "ok", result) or (call id, error class name, message). So no finished
+        call waits long for a slower one, and calls that finish together, or while the driver is
+        busy, travel back in one message. The driver re-raises errors, so no
         exception object (nor a traceback) travels. One exchange waits at a time: a newer one
         (from a new run of the driver) ends the older with nothing. Both ways the batch travels
         pickled (`pack`), as one bytes object."""
@@ -295,6 +302,15 @@ class JudgeWorker:
         while not self._finished:
             self._wake.clear()
             await self._wake.wait()
+            if self._exchanges != mine:
+                return pack([])
+        deadline = asyncio.get_running_loop().time() + GATHER_S
+        while len(self._finished) < len(self._calls):  # calls still running: those ending in a moment come along
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), deadline - asyncio.get_running_loop().time())
+            except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11
+                break
             if self._exchanges != mine:
                 return pack([])
         out, self._finished = self._finished, []
