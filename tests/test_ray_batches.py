@@ -6,6 +6,8 @@
   Ray task per call.
 - Answers come back one by one as they are given: a call held by the server does not keep the
   other calls of its batch out of the store.
+- Answers that end together come back in one exchange (the worker waits GATHER_S for its other
+  running calls), and none waits longer than that.
 - A worker killed with some calls of its batch answered and others open makes only the open
   ones be asked again (by its restarted process)."""
 
@@ -172,3 +174,57 @@ def test_a_worker_killed_mid_batch_asks_again_only_its_unanswered_calls(cluster,
     assert asked == {"passage number 0": 1, "passage number 2": 1, "passage number 1": 2, "passage number 3": 2}
     with CallStore(tmp_path / "s.sqlite") as store:
         assert store.count_calls() == 4
+
+
+def test_answers_ending_together_come_back_in_one_exchange_and_none_waits_past_the_gather_time(
+        cluster, tmp_path, monkeypatch):
+    """A worker's exchange that has an answer waits GATHER_S for its other running calls, so
+    answers that end together cost the driver one message, not one each; past GATHER_S it
+    returns what it has. The worker runs in this process (the actor's class itself), its model's
+    calls each held until the test lets them end."""
+    import asyncio
+    import json
+
+    from judgeblender.backends import ray_executor
+    from judgeblender.calls import CallRequest, CallResult, Message
+
+    model = tmp_path / "m.json"
+    model.write_text(json.dumps({"name": "m", "default": "2"}))
+    worker = ray_executor.JudgeWorker(f"scripted:{model}", {"concurrency": 3})
+    gates: dict[str, asyncio.Event] = {}
+
+    async def held(request: CallRequest) -> CallResult:
+        await gates[request.messages[0].content].wait()
+        return CallResult(text="2")
+
+    worker.backend.aexecute = held
+
+    async def exchange(calls: list[str]) -> asyncio.Future:
+        gates.update({c: asyncio.Event() for c in calls})
+        batch = [(i, CallRequest((Message("user", c),)), None) for i, c in enumerate(calls, 1)]
+        out = asyncio.ensure_future(worker.exchange(ray_executor.pack(batch)))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        return out
+
+    async def together() -> list[int]:
+        out = await exchange(["a", "b"])
+        gates["a"].set()
+        for _ in range(20):  # the first answer given, the exchange woken
+            await asyncio.sleep(0)
+        assert not out.done()  # it waits for b, still running
+        gates["b"].set()
+        return [call_id for call_id, status, _ in ray_executor.unpack(await out) if status == "ok"]
+
+    monkeypatch.setattr(ray_executor, "GATHER_S", 60.0, raising=False)
+    assert asyncio.run(together()) == [1, 2]
+
+    async def bounded() -> list[int]:
+        out = await exchange(["c", "d", "e"])
+        gates["c"].set()  # d and e never end
+        return [call_id for call_id, _, _ in ray_executor.unpack(await asyncio.wait_for(out, 30))]
+
+    monkeypatch.setattr(ray_executor, "GATHER_S", 0.05)
+    worker = ray_executor.JudgeWorker(f"scripted:{model}", {"concurrency": 3})
+    worker.backend.aexecute = held
+    assert asyncio.run(bounded()) == [1]

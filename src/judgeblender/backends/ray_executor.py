@@ -11,9 +11,11 @@ are built by judges/ray_judges.py, which also hands in the store's row functions
   CPU, more than the rest of a call): the calls the engine asks for in the same turn of its
   event loop go out together, one message per worker, each worker taking calls up to its share
   of the concurrency. A worker's answers come back in exchanges (`JudgeWorker.exchange`): one
-  waits on each busy worker, returns with every answer given since the last, and carries the
-  calls asked for meanwhile. So an answer never waits for a slower call of its batch, and the
-  busier the driver, the more calls and answers each message carries.
+  waits on each busy worker, returns with every answer given since the last (waiting GATHER_S
+  at most for the calls still running, so that answers ending together share one message), and
+  carries the calls asked for meanwhile. So an answer never waits long for a slower call of its
+  batch, and the busier the driver, the more calls and answers each message carries. Both ways a
+  batch travels as one bytes object made by the standard pickler (`pack`).
 - Each actor (`JudgeWorker`) builds the backend from the judge's spec (model string + options)
   once, in its own process, and keeps it: an embedded model is loaded once per worker; a served
   endpoint is called by every worker with its share of the judge's concurrency.
@@ -50,6 +52,7 @@ import asyncio
 import heapq
 import math
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -74,6 +77,10 @@ SERVED_CPUS_PER_WORKER = 0.5
 # resumes the engine's worker, which commits it (one turn for the group commit) and asks for its
 # next call; that call then goes out in the exchange instead of a submit of its own
 EXCHANGE_TURNS = 6
+# how long an exchange with answers waits for the worker's other running calls, so that answers
+# ending together travel back in one message (each message costs the driver's CPU, whatever it
+# carries); against a model's own latency (0.1 s and more a call) it is nothing
+GATHER_S = 0.002
 RESTART_POLL_S = 0.5  # how often a restarting worker that Ray cannot reach yet is asked again
 RAY_OPTION_KEYS = ("ray_cpus", "ray_gpus")
 EMBEDDED_PREFIXES = ("llamacpp", "hf")
@@ -279,14 +286,16 @@ class JudgeWorker:
                        max_concurrency=self.backend.max_concurrency, context_tokens=self.backend.context_tokens())
         return out
 
-    async def exchange(self, calls: list[tuple[int, CallRequest, Any]]) -> list[tuple[int, str, Any]]:
-        """Takes new calls (`submit`), then waits until at least one call has finished and returns
-        every call finished since the last exchange: (call id, "ok", result) or (call id, error
-        class name, message). So no finished call waits for a slower one, and calls that finish
-        while the driver is busy travel back together. The driver re-raises errors, so no
+    async def exchange(self, calls: bytes) -> bytes:
+        """Takes new calls (`submit`), then waits until at least one call has finished, and at most
+        GATHER_S more for the calls still running, and returns every call finished since the last
+        exchange: (call id, "ok", result) or (call id, error class name, message). So no finished
+        call waits long for a slower one, and calls that finish together, or while the driver is
+        busy, travel back in one message. The driver re-raises errors, so no
         exception object (nor a traceback) travels. One exchange waits at a time: a newer one
-        (from a new run of the driver) ends the older with nothing."""
-        self._start(calls)
+        (from a new run of the driver) ends the older with nothing. Both ways the batch travels
+        pickled (`pack`), as one bytes object."""
+        self._start(unpack(calls))
         self._exchanges += 1
         mine = self._exchanges
         self._wake.set()  # an older exchange still waiting returns empty
@@ -294,16 +303,25 @@ class JudgeWorker:
             self._wake.clear()
             await self._wake.wait()
             if self._exchanges != mine:
-                return []
+                return pack([])
+        deadline = asyncio.get_running_loop().time() + GATHER_S
+        while len(self._finished) < len(self._calls):  # calls still running: those ending in a moment come along
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), deadline - asyncio.get_running_loop().time())
+            except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11
+                break
+            if self._exchanges != mine:
+                return pack([])
         out, self._finished = self._finished, []
         for call_id, _, _ in out:
             del self._calls[call_id]
         self._traffic["answers"] += len(out)
-        return out
+        return pack(out)
 
-    async def submit(self, calls: list[tuple[int, CallRequest, Any]]) -> None:
-        """Takes calls while an exchange waits for answers."""
-        self._start(calls)
+    async def submit(self, calls: bytes) -> None:
+        """Takes calls (pickled: `pack`) while an exchange waits for answers."""
+        self._start(unpack(calls))
 
     def _start(self, calls: list[tuple[int, CallRequest, Any]]) -> None:
         """Starts calls, at most the backend's concurrency of them at the model at once (one for
@@ -362,6 +380,20 @@ class JudgeWorker:
     def close(self) -> None:
         if self.backend is not None:
             self.backend.close()
+
+
+def pack(batch: list) -> bytes:
+    """A batch of calls or answers as one bytes object, for an exchange with a worker. Ray would
+    pickle the list itself, with cloudpickle, whose Python-level hook runs for every object in it
+    (a third of what an actor call cost the driver's thread): the standard pickler runs in C, and
+    Ray sends bytes as they are. Calls and answers are the project's own classes, which the
+    standard pickler handles (nothing in them is a lambda or a class made at run time)."""
+    return pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(data: bytes) -> list:
+    """The batch `pack` made, on the other side of the exchange."""
+    return pickle.loads(data)
 
 
 @dataclass(frozen=True)
@@ -644,7 +676,7 @@ class RayBackend(Backend):
 
     async def _submit(self, slot: int, calls: list[tuple[int, CallRequest, Any]]) -> None:
         try:
-            await self.actors[slot].submit.remote(calls)
+            await self.actors[slot].submit.remote(pack(calls))
         except self._ray.exceptions.RayActorError as exc:  # they may not have reached it: its open calls go again
             self._lost(slot, exc)
         except self._ray.exceptions.RayError as exc:
@@ -668,7 +700,7 @@ class RayBackend(Backend):
             while True:
                 calls, self._next[slot] = self._next[slot] or [], None
                 try:
-                    answers = await self._exchange[slot].remote(calls)
+                    answers = unpack(await self._exchange[slot].remote(pack(calls)))
                 except ray.exceptions.RayActorError as exc:
                     self._lost(slot, exc)
                     return
