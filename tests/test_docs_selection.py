@@ -2,10 +2,11 @@
 are exactly what `bench/selection.py --markdown` prints from bench/results/selection.json, and the
 summary table's figures are that JSON's, so neither can drift from the run that produced them."""
 
-import importlib.util
 import json
 import re
 from pathlib import Path
+
+from bench_scripts import bench_script, generated_block
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "aggregators.md"
@@ -22,17 +23,12 @@ SUMMARY = {  # the summary table's rows: collection label in the docs -> the JSO
 
 
 def bench_module():
-    spec = importlib.util.spec_from_file_location("bench_selection", ROOT / "bench" / "selection.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("selection")
 
 
 def test_the_generated_tables_are_the_benchmark_output():
-    text = DOC.read_text()
-    block = text[text.index(START) + len(START):text.index(END)]
     results = json.loads(RESULTS.read_text())
-    assert block.strip() == bench_module().markdown(results).strip()
+    assert generated_block(DOC, START, END) == bench_module().markdown(results).strip()
 
 
 def test_the_summary_table_gives_the_benchmark_figures_and_the_default_beats_both_comparisons():
@@ -66,15 +62,11 @@ I37_END = "<!-- end of bench/selection.py --issue37 --markdown -->"
 
 
 def dev_module():
-    spec = importlib.util.spec_from_file_location("bench_selection_dev", ROOT / "bench" / "selection_dev.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("selection_dev")
 
 
 def block(start: str, end: str) -> str:
-    text = DOC.read_text()
-    return text[text.index(start) + len(start):text.index(end)].strip()
+    return generated_block(DOC, start, end)
 
 
 def test_the_issue37_tables_are_the_benchmarks_output():
@@ -111,13 +103,7 @@ Z_END = "<!-- end of bench/selection_z.py --markdown -->"
 
 
 def z_module():
-    import sys
-
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("selection_z", ROOT / "bench" / "selection_z.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("selection_z")
 
 
 def test_the_decisions_z_table_is_the_benchmark_and_the_default_is_read_at_the_librarys_z():

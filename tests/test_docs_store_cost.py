@@ -3,9 +3,10 @@ names, so the figures on the page are the ones the run recorded."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from bench_scripts import bench_script, generated_block
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -14,18 +15,9 @@ START = "<!-- bench/store_cost.py markdown: generated, checked by tests/test_doc
 END = "<!-- end of bench/store_cost.py markdown -->"
 
 
-def bench_module():
-    spec = importlib.util.spec_from_file_location("bench_store_cost", ROOT / "bench" / "store_cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_issue40_table_is_the_benchmarks_output():
-    text = DOC.read_text()
-    block = text[text.index(START) + len(START):text.index(END)].strip()
     results = json.loads(RESULTS.read_text())
-    assert block == bench_module().markdown(results).strip()
+    assert generated_block(DOC, START, END) == bench_script("store_cost").markdown(results).strip()
     # the run compared the same bytes out of both trees, over every run of each
     assert results["cli"]["same_bytes"] == {"qrels": True, "details": True, "export": True}
     assert len(results["cli"]["runs"]) >= 4 and {r["tree"] for r in results["cli"]["runs"]} == {"base", "head"}
