@@ -7,9 +7,12 @@ Three runs of the CLI (a fresh process each, a fresh store each) on tests/data/c
 passages, every injection wording of tests/data/injection appended to one, a stuffed passage,
 synthetic ones, a pair whose passage is missing): one scripted judge (--skip-missing); a panel of
 two that streams (majority vote); the same panel with a tie-breaker (judged at once). What is
-compared: the qrels and details files' bytes, the --json summary, and every row of every table of
-the store, all but the timing fields (`seconds` in the summary; `latency_s`, `created_at`,
-`updated_at` in the store). `freeze` writes them to tests/data/cli_identity/expected.json (the
+compared: the qrels and details files' bytes, the --json summary, every row of every table of
+the store but `calls`, and the calls as `judgeblender store export` of the same tree gives them
+(sorted by key), all but the timing fields (`seconds` in the summary; `latency_s`, `created_at`,
+`updated_at` in the store). The calls are compared as exported, not as stored, since issue 40
+changed how their rows are laid out and compressed (the order of the rows, the zlib level of a
+prompt, a repeated metadata blob reused) and not what they hold. `freeze` writes them to tests/data/cli_identity/expected.json (the
 details and each table's rows as SHA-256 digests, to keep the file small), which
 tests/test_cli_identity.py compares with the code under test; `compare` runs two source trees
 side by side, on those inputs and (with --dl19 N) on DL19's first N judged pairs.
@@ -70,6 +73,16 @@ def store_rows(path: Path) -> dict[str, list]:
     return rows
 
 
+def exported_calls(store: Path, env: dict[str, str], work: Path) -> list[dict[str, Any]]:
+    """The store's calls as `judgeblender store export` of the tree in `env` gives them: sorted by
+    key, timing fields aside."""
+    out = work / f"{store.stem}.export.jsonl"
+    subprocess.run([sys.executable, "-m", "judgeblender", "store", "export", "--store", str(store), "-o", str(out)],
+                   capture_output=True, text=True, env=env, timeout=600, cwd=work, check=True)
+    records = [without_timing(json.loads(line)) for line in out.read_text(encoding="utf-8").splitlines()]
+    return sorted(records, key=lambda r: r["key"])
+
+
 def outputs(src: Path, inputs: Path, work: Path) -> dict[str, Any]:
     """The three runs' outputs with the code of `src`, in `work` (created)."""
     work.mkdir(parents=True, exist_ok=True)
@@ -91,6 +104,8 @@ def outputs(src: Path, inputs: Path, work: Path) -> dict[str, Any]:
                        "details": (work / f"{name}.qrels.details.jsonl").read_text(encoding="utf-8")
                        if out.exists() else None,
                        "store": store_rows(store) if store.exists() else None}
+        if store.exists():
+            found[name]["store"]["calls"] = exported_calls(store, env, work)
         # paths differ between working folders: the summary names the files it wrote
         for key in ("qrels", "details"):
             if isinstance(found[name]["summary"], dict) and key in found[name]["summary"]:
