@@ -28,12 +28,12 @@ from ..pairs import Pair
 from ..store import CallStore
 from .answers import interpret, step_examples
 from .commit import FLUSH_EVERY_S
-from .inputs import resolve_pairs
+from .inputs import resolve_pairs, window_texts
 from .judge import Judge, JudgeSpec, PairJudge
 from .requests import build_request
 from .run import judge_items, run_judge, run_then_close
 from .stats import JudgeRun, JudgeStats, Reporter, SilentReporter, summary_rows
-from .stream import WINDOW, StreamTotals, check_stream, judge_stream, window_texts
+from .stream import WINDOW, StreamTotals, check_stream, judge_stream
 
 __all__ = [
     "FLUSH_EVERY_S", "JudgeRun", "JudgeStats", "PairJudge", "Reporter", "SilentReporter", "StreamTotals", "WINDOW",

@@ -3,7 +3,7 @@ passage present and a non-blank string, for the CLI and the library alike."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import JudgeblenderError, MissingItemsError
@@ -21,10 +21,28 @@ def resolve_pairs(
     (with `skip_missing`, a skip with that reason); one that is not a string is always an error."""
     pairs = list(dict.fromkeys(pairs))
     unfit = Unfit()
-    ok = unfit.sort(pairs, queries, corpus, skip_missing)
+    ok = unfit.sort(pairs, queries, window_problems(corpus, (p.docid for p in pairs)), skip_missing)
     if not skip_missing:
         unfit.raise_first(len(pairs), queries_source, corpus_source)
     return ok, unfit.skipped
+
+
+def window_texts(corpus: Mapping[str, Any], docids: Iterable[str]) -> dict[str, Any]:
+    """The passages of one window: one read of an on-disk index (`get_many`), or dict lookups."""
+    get_many = getattr(corpus, "get_many", None)
+    if get_many is not None:
+        return get_many(list(docids))
+    return {d: corpus[d] for d in dict.fromkeys(docids) if d in corpus}
+
+
+def window_problems(corpus: Mapping[str, Any], docids: Iterable[str]) -> dict[str, str | None]:
+    """What is wrong with each passage of one window that the corpus holds ({docid:
+    text_problem}, None for nothing): asked of an index that recorded it as it was built
+    (`problems_many`, no line read, so judging reads each passage once), else of the texts."""
+    problems_many = getattr(corpus, "problems_many", None)
+    if problems_many is not None:
+        return problems_many(list(docids))
+    return {d: text_problem(text) for d, text in window_texts(corpus, docids).items()}
 
 
 class Unfit:
@@ -41,13 +59,11 @@ class Unfit:
         self.text: tuple[Pair, str, str] | None = None  # the first pair with an unfit text
         self.n_text = 0
 
-    def sort(self, pairs: list[Pair], queries: Mapping[str, Any], corpus: Mapping[str, Any],
-             skip_missing: bool, passage_problems: Mapping[str, str | None] | None = None) -> list[Pair]:
+    def sort(self, pairs: list[Pair], queries: Mapping[str, Any], passages: Mapping[str, str | None],
+             skip_missing: bool) -> list[Pair]:
         """The judgeable pairs of `pairs` (each once); the others are counted, and kept as skips.
-        `passage_problems` ({docid: text_problem of its text} for the passages the corpus holds,
-        from an index that recorded them as it was built) stands for the passages' texts."""
-        if passage_problems is not None:
-            corpus = passage_problems
+        `passages`: what is wrong with each passage the corpus holds (window_problems)."""
+        corpus = passages
         no_query = [p for p in pairs if p.qid not in queries]
         no_passage = [p for p in pairs if p.qid in queries and p.docid not in corpus]
         self.no_query.update(p.qid for p in no_query)
@@ -57,8 +73,7 @@ class Unfit:
         missing = {p for p, _ in skipped}
         judged = [p for p in pairs if p not in missing]
         problems = {("query", q): text_problem(queries[q]) for q in {p.qid for p in judged}}  # each text once
-        problems.update({("passage", d): text_problem(corpus[d]) if passage_problems is None else corpus[d]
-                         for d in {p.docid for p in judged}})
+        problems.update({("passage", d): corpus[d] for d in {p.docid for p in judged}})
         unfit = [(p, kind, problem) for p in judged for kind, key in (("query", p.qid), ("passage", p.docid))
                  for problem in (problems[kind, key],) if problem is not None]
         refused = [u for u in unfit if not skip_missing or u[2].startswith("not ")]  # a wrong type is never skipped

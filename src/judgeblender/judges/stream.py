@@ -16,19 +16,11 @@ from typing import Any
 from .. import arguments
 from ..pairs import Pair
 from ..store import CallStore
-from .inputs import Unfit, resolve_pairs
+from .inputs import Unfit, resolve_pairs, window_problems, window_texts
 from .run import judge_items, run_then_close
 from .stats import JudgeRun, JudgeStats, Reporter, SilentReporter
 
 WINDOW = 10_000
-
-
-def window_texts(corpus: Mapping[str, Any], docids: Iterable[str]) -> dict[str, Any]:
-    """The passages of one window: one read of an on-disk index (`get_many`), or dict lookups."""
-    get_many = getattr(corpus, "get_many", None)
-    if get_many is not None:
-        return get_many(list(docids))
-    return {d: corpus[d] for d in dict.fromkeys(docids) if d in corpus}
 
 
 def windows(pairs: Iterable[Pair | tuple[str, str]], window: int | None) -> Iterator[list[Pair]]:
@@ -47,13 +39,9 @@ def check_stream(pairs: Iterable[Pair | tuple[str, str]], queries: Mapping[str, 
     holding the pairs; returns (pairs, skipped) with skips only under `skip_missing`."""
     unfit = Unfit()
     total = 0
-    problems_many = getattr(corpus, "problems_many", None)  # an index that checks without reading
     for chunk in windows(pairs, window):
         total += len(chunk)
-        if problems_many is not None:
-            unfit.sort(chunk, queries, corpus, skip_missing, problems_many([p.docid for p in chunk]))
-        else:
-            unfit.sort(chunk, queries, window_texts(corpus, (p.docid for p in chunk)), skip_missing)
+        unfit.sort(chunk, queries, window_problems(corpus, (p.docid for p in chunk)), skip_missing)
         if not skip_missing:
             unfit.skipped.clear()
     if not skip_missing:
