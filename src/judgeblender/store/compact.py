@@ -40,6 +40,7 @@ import json
 import sqlite3
 import zlib
 from collections.abc import Callable
+from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
@@ -147,9 +148,10 @@ def _inflate(data: bytes, zdict: bytes | None) -> bytes:
 # judge whose answers repeat (a generate-mode judge answering "##final score: 2", an instant
 # one) gives many pairs the same details, and compressing them again cost 9-10 us a judgment
 # (pack_details on a UMBRELA generate record: 6-8 us against 15-18). The same bytes, as compressing is
-# deterministic; at most _PACKED_MAX (a few hundred bytes each), emptied when full.
-_PACKED: dict[str, bytes] = {}
-_PACKED_MAX = 256
+# deterministic; the latest 256 kept (a few hundred bytes each).
+@lru_cache(maxsize=256)
+def _packed_details(text: str) -> bytes:
+    return _DETAILS_V1 + _compress(text.encode(), DETAILS_DICT_V1, DETAILS_LEVEL)
 
 
 def pack_details(record: dict[str, Any], probs: str | None = None) -> bytes:
@@ -157,12 +159,7 @@ def pack_details(record: dict[str, Any], probs: str | None = None) -> bytes:
     text = canonical_json(record)
     if probs:
         return _DETAILS_V2 + _compress(text.encode(), DETAILS_DICT_V1 + probs.encode(), DETAILS_LEVEL, reuse=False)
-    found = _PACKED.get(text)
-    if found is None:
-        if len(_PACKED) >= _PACKED_MAX:
-            _PACKED.clear()
-        found = _PACKED[text] = _DETAILS_V1 + _compress(text.encode(), DETAILS_DICT_V1, DETAILS_LEVEL)
-    return found
+    return _packed_details(text)
 
 
 def unpack_details(blob: bytes, probs: str | None = None) -> dict[str, Any]:
@@ -196,9 +193,12 @@ def shape_of(messages: list) -> str:
 
 # The JSON of flat dicts that repeat from call to call, by their items: the engine's readings
 # ({"value": 2, "invalid_reason": None}) and an in-process model's metadata ({"finish_reason": "stop"}).
-_FLAT: dict[tuple, str] = {}
-_FLAT_MAX = 4096
 _EXACT = (type(None), str, int)
+
+
+@lru_cache(maxsize=4096)
+def _flat_json(items: tuple) -> str:
+    return canonical_json(dict(items))
 
 
 def flat_json(obj: dict[str, Any] | None) -> str | None:
@@ -211,12 +211,7 @@ def flat_json(obj: dict[str, Any] | None) -> str | None:
     items = tuple(obj.items())
     if not all(type(v) in _EXACT for _, v in items):
         return canonical_json(obj)
-    found = _FLAT.get(items)
-    if found is None:
-        if len(_FLAT) >= _FLAT_MAX:
-            _FLAT.clear()
-        found = _FLAT[items] = canonical_json(obj)
-    return found
+    return _flat_json(items)
 
 
 class RowParts(NamedTuple):
