@@ -52,7 +52,11 @@ BOUNDS: dict[str, Bound] = {
 def in_bounds(name: str, value: Any) -> bool:
     """Whether `value` lies in the range declared for `name` (a whole number where one is
     declared): for readers of files, which name the file's line themselves."""
-    low, high, low_open, high_open, whole = BOUNDS[name]
+    return _fits(BOUNDS[name], value)
+
+
+def _fits(bound: Bound, value: Any) -> bool:
+    low, high, low_open, high_open, whole = bound
     if _is_bool(value) or not isinstance(value, Real) or math.isnan(value):
         return False
     if whole and not isinstance(value, Integral):
@@ -66,7 +70,7 @@ def _words(bound: Bound) -> str:
     low, high, low_open, high_open, whole = bound
     if whole:
         return f"an integer from {low:g} to {high:g}" if high is not None else f"an integer of at least {low:g}"
-    if bound == SHARE:
+    if bound is SHARE:
         return "a share between 0 and 1"
     if high is None:
         return f"a number greater than {low:g}" if low_open else f"a number of at least {low:g}"
@@ -79,9 +83,13 @@ def bounded(name: str, value: Any, argument: str | None = None) -> Any:
     """`value` when it lies in the range BOUNDS declares for `name` (an int where a whole number
     is declared, else a float); else an ArgumentError naming `argument` (the name by default)
     that says the range."""
-    if not in_bounds(name, value):
-        raise ArgumentError(argument or name, _words(BOUNDS[name]), value)
-    return operator.index(value) if BOUNDS[name].whole else float(value)
+    return _checked(argument or name, value, BOUNDS[name])
+
+
+def _checked(argument: str, value: Any, bound: Bound) -> Any:
+    if not _fits(bound, value):
+        raise ArgumentError(argument, _words(bound), value)
+    return operator.index(value) if bound.whole else float(value)
 
 
 def _is_bool(value: Any) -> bool:
@@ -121,30 +129,9 @@ def optional_seed(name: str, value: Any) -> int | None:
 
 
 def number_between(name: str, value: Any, low: float, high: float) -> float:
-    """A real number strictly between `low` and `high` (a confidence level in (0, 1)): NaN, a
-    string or a bool is refused."""
-    want = f"a number between {low:g} and {high:g} (exclusive)"
-    if _is_bool(value) or not isinstance(value, Real) or math.isnan(value) or not low < value < high:
-        raise ArgumentError(name, want, value)
-    return float(value)
-
-
-def share(name: str, value: Any) -> float:
-    """A share in [0, 1], both ends included (a threshold such as min_judged): NaN, a string or a
+    """A real number strictly between `low` and `high` (a timeout in (0, inf)): NaN, a string or a
     bool is refused."""
-    low, high = SHARE.low, SHARE.high
-    if _is_bool(value) or not isinstance(value, Real) or math.isnan(value) or not low <= value <= high:
-        raise ArgumentError(name, _words(SHARE), value)
-    return float(value)
-
-
-def number_from_to(name: str, value: Any, low: float, high: float) -> float:
-    """A real number from `low` to `high`, both included (a share such as min_choice_mass in
-    [0, 1]): NaN, a string or a bool is refused."""
-    want = f"a number from {low:g} to {high:g}"
-    if _is_bool(value) or not isinstance(value, Real) or math.isnan(value) or not low <= value <= high:
-        raise ArgumentError(name, want, value)
-    return float(value)
+    return _checked(name, value, Bound(low, high, True, True))
 
 
 def confidence(value: Any, name: str = "confidence") -> float:
